@@ -1,0 +1,52 @@
+// A block of bytes on one device, shared by every tensor that views it.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "tensortree/device.hpp"
+
+namespace tensortree {
+
+enum class MemoryKind : unsigned char {
+  Host,        // pageable host memory, 64-byte aligned
+  PinnedHost,  // page-locked host memory (cudaHostAlloc), for fast and async GPU transfers
+  Device,      // CUDA device memory
+  Foreign,     // adopted from another owner; released through its deleter
+};
+
+class Storage {
+ public:
+  using Deleter = std::function<void(void*)>;
+
+  // Allocates `nbytes` on `device`; `pinned` asks for page-locked memory when `device` is the CPU.
+  static std::shared_ptr<Storage> allocate(std::size_t nbytes, Device device, bool pinned = false);
+  // Takes ownership of memory that someone else allocated; `deleter(data)` runs exactly once,
+  // when the last tensor viewing it goes away.
+  static std::shared_ptr<Storage> adopt(void* data, std::size_t nbytes, Device device,
+                                        Deleter deleter);
+
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+
+  std::byte* data() const { return data_; }
+  std::size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  MemoryKind kind() const { return kind_; }
+  bool is_pinned() const { return kind_ == MemoryKind::PinnedHost; }
+
+ private:
+  Storage(std::byte* data, std::size_t nbytes, Device device, MemoryKind kind, Deleter deleter);
+
+  std::byte* data_;
+  std::size_t nbytes_;
+  Device device_;
+  MemoryKind kind_;
+  Deleter deleter_;
+};
+
+using StoragePtr = std::shared_ptr<Storage>;
+
+}  // namespace tensortree

@@ -1,0 +1,122 @@
+// Tensor: a strided view (byte offset, shape, strides in elements) of a shared Storage.
+#pragma once
+
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <string>
+
+#include "tensortree/device.hpp"
+#include "tensortree/dtype.hpp"
+#include "tensortree/error.hpp"
+#include "tensortree/shape.hpp"
+#include "tensortree/storage.hpp"
+
+namespace tensortree {
+
+struct TensorOptions {
+  DType dtype = DType::Float32;
+  Device device = Device::cpu();
+  bool pinned = false;  // page-locked host memory (CPU tensors only)
+};
+
+class Tensor {
+ public:
+  // An undefined tensor (no storage); most operations on it throw InvalidArgument.
+  Tensor() = default;
+  Tensor(StoragePtr storage, std::size_t byte_offset, DType dtype, Shape shape, Strides strides);
+
+  // ---- factories --------------------------------------------------------------------------
+  static Tensor empty(Shape shape, TensorOptions options = {});
+  static Tensor zeros(Shape shape, TensorOptions options = {});
+  static Tensor full(Shape shape, double value, TensorOptions options = {});
+  // Element i (in C order) holds start + i * step, converted to the dtype: handy non-zero test data.
+  static Tensor arange(Shape shape, double start = 1.0, double step = 1.0, TensorOptions options = {});
+  // Views foreign memory; `deleter(data)` runs once when the last view is gone.
+  // Empty `strides` means C-contiguous.
+  static Tensor from_blob(void* data, Shape shape, DType dtype, Device device,
+                          Storage::Deleter deleter, Strides strides = {});
+
+  // ---- properties -------------------------------------------------------------------------
+  bool defined() const { return storage_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  Device device() const;
+  const Shape& shape() const { return shape_; }
+  const Strides& strides() const { return strides_; }
+  std::int64_t dim() const { return static_cast<std::int64_t>(shape_.size()); }
+  std::int64_t size(std::int64_t dim) const;
+  std::int64_t numel() const;
+  std::size_t itemsize() const { return tensortree::itemsize(dtype_); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * itemsize(); }
+  std::size_t byte_offset() const { return byte_offset_; }
+  const StoragePtr& storage() const { return storage_; }
+  bool is_contiguous() const;
+
+  // Address of element 0 (the view's start, not the storage's).
+  void* data_ptr() const;
+  // Typed pointer; InvalidArgument if T is not this tensor's element type.
+  template <class T>
+  T* data() const {
+    check_element_type(dtype_v<T>);
+    return static_cast<T*>(data_ptr());
+  }
+
+  // ---- element access (CPU tensors) --------------------------------------------------------
+  template <class T>
+  T& at(std::initializer_list<std::int64_t> index) const {
+    check_element_type(dtype_v<T>);
+    return *reinterpret_cast<T*>(element_address(index));
+  }
+  // Any element as a complex<double> (real part for real dtypes, 0/1 for bool); CPU only.
+  std::complex<double> value_at_linear(std::int64_t linear_index) const;
+
+  // ---- views (no copy) ---------------------------------------------------------------------
+  // Elements start, start+step, ... below stop along `dim`; start/stop clamp like Python's slices
+  // and may be negative; step must be positive.
+  Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t stop, std::int64_t step = 1) const;
+  Tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const;
+  // Removes `dim`, keeping index `index` (negative counts from the end).
+  Tensor select(std::int64_t dim, std::int64_t index) const;
+  Tensor transpose(std::int64_t dim0, std::int64_t dim1) const;
+  Tensor permute(std::initializer_list<std::int64_t> dims) const;
+  // Same elements, new shape; one dimension may be -1. view() needs a contiguous tensor,
+  // reshape() copies when it must.
+  Tensor view(Shape shape) const;
+  Tensor reshape(Shape shape) const;
+  // Shares storage, reinterprets nothing: a new handle on the same view.
+  Tensor alias() const { return *this; }
+
+  // ---- copies ------------------------------------------------------------------------------
+  Tensor contiguous() const;  // itself when already contiguous
+  Tensor clone() const;       // always a fresh, contiguous buffer on the same device
+  // Copies to another device (CPU <-> CUDA staged through pinned memory where that pays off).
+  // Returns itself when already there.
+  Tensor to(Device device) const;
+  // Writes src's elements into this view (shapes must match; dtypes must match; any devices).
+  void copy_(const Tensor& src) const;
+  void fill_(double value) const;
+
+  // ---- comparison and printing --------------------------------------------------------------
+  // Same shape, dtype and element values (NaN never equals, as in torch.equal); CPU or CUDA.
+  bool equal(const Tensor& other) const;
+  // PyTorch's repr: "tensor([1., 2., 3.])", "tensor([1, 2], dtype=torch.int32, device='cuda:0')".
+  std::string str() const;
+
+ private:
+  void check_defined(const char* what) const;
+  void check_element_type(DType requested) const;
+  std::byte* element_address(std::initializer_list<std::int64_t> index) const;
+  std::int64_t wrap_dim(std::int64_t dim) const;
+
+  StoragePtr storage_;
+  std::size_t byte_offset_ = 0;
+  DType dtype_ = DType::Float32;
+  Shape shape_;
+  Strides strides_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& tensor);
+
+}  // namespace tensortree

@@ -1,0 +1,10 @@
+// Umbrella header: everything a user of the library needs.
+#pragma once
+
+#include "tensortree/config.hpp"
+#include "tensortree/device.hpp"
+#include "tensortree/dtype.hpp"
+#include "tensortree/error.hpp"
+#include "tensortree/shape.hpp"
+#include "tensortree/storage.hpp"
+#include "tensortree/tensor.hpp"

@@ -1,0 +1,27 @@
+// The CUDA seam when the library is built without CUDA: no devices, and any attempt to use one
+// fails with NotSupported instead of a link error.
+#include "cuda/cuda_api.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::cuda {
+
+namespace {
+
+[[noreturn]] void built_without_cuda(const char* what) {
+  throw NotSupported(std::string(what) + ": tensortree was built without CUDA");
+}
+
+}  // namespace
+
+int device_count() noexcept { return 0; }
+int current_device() { built_without_cuda("current_device"); }
+void* alloc_device(std::size_t, int) { built_without_cuda("device memory"); }
+void free_device(void*, int) noexcept {}
+void* alloc_pinned(std::size_t) { built_without_cuda("pinned host memory"); }
+void free_pinned(void*) noexcept {}
+void copy_bytes(void*, const void*, std::size_t) { built_without_cuda("device copies"); }
+void copy_strided(const detail::StridedView&, const detail::StridedView&, std::size_t, int) {
+  built_without_cuda("device copies");
+}
+
+}  // namespace tensortree::cuda
