@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <ostream>
+#include <span>
 #include <string>
 
 #include "tensortree/device.hpp"
@@ -85,8 +86,17 @@ class Tensor {
   // reshape() copies when it must.
   Tensor view(Shape shape) const;
   Tensor reshape(Shape shape) const;
+  // Inserts a dimension of size 1 at `dim` (0..dim()).
+  Tensor unsqueeze(std::int64_t dim) const;
   // Shares storage, reinterprets nothing: a new handle on the same view.
   Tensor alias() const { return *this; }
+
+  // ---- gathering and joining (new tensors) ------------------------------------------------
+  // Rows `index[i]` (an int64 or int32 1-D CPU tensor; negative counts from the end) along `dim`.
+  Tensor index_select(std::int64_t dim, const Tensor& index) const;
+  // Joins tensors of one shape along a new dimension / tensors that differ only in `dim`.
+  static Tensor stack(std::span<const Tensor> tensors, std::int64_t dim = 0);
+  static Tensor cat(std::span<const Tensor> tensors, std::int64_t dim = 0);
 
   // ---- copies ------------------------------------------------------------------------------
   Tensor contiguous() const;  // itself when already contiguous

@@ -8,3 +8,6 @@
 #include "tensortree/shape.hpp"
 #include "tensortree/storage.hpp"
 #include "tensortree/tensor.hpp"
+#include "tensortree/dlpack.hpp"
+#include "tensortree/schema.hpp"
+#include "tensortree/tree.hpp"
