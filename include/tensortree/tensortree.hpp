@@ -5,6 +5,7 @@
 #include "tensortree/device.hpp"
 #include "tensortree/dtype.hpp"
 #include "tensortree/error.hpp"
+#include "tensortree/path.hpp"
 #include "tensortree/shape.hpp"
 #include "tensortree/storage.hpp"
 #include "tensortree/tensor.hpp"
