@@ -24,4 +24,9 @@ void copy_strided(const detail::StridedView&, const detail::StridedView&, std::s
   built_without_cuda("device copies");
 }
 
+void pack(detail::PackDirection, std::span<const detail::PackSegment>,
+          std::span<const detail::StridedView>, std::byte*, std::uint64_t, int) {
+  built_without_cuda("device packing");
+}
+
 }  // namespace tensortree::cuda

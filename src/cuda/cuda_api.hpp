@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 
+#include "pack_plan.hpp"
 #include "strided_view.hpp"
 
 namespace tensortree::cuda {
@@ -23,5 +26,11 @@ void copy_bytes(void* dst, const void* src, std::size_t nbytes);
 // Element-wise copy between two strided views of the same shape on one device, in one launch.
 void copy_strided(const detail::StridedView& dst, const detail::StridedView& src,
                   std::size_t itemsize, int device);
+
+// Moves every segment between the leaves and `buffer` (all on `device`) with one descriptor upload
+// and one kernel launch; when packing, bytes between segments are zeroed. Synchronous.
+void pack(detail::PackDirection direction, std::span<const detail::PackSegment> segments,
+          std::span<const detail::StridedView> strided, std::byte* buffer, std::uint64_t total_bytes,
+          int device);
 
 }  // namespace tensortree::cuda

@@ -1,0 +1,178 @@
+// Packing on the GPU: any number of leaves, one descriptor upload, one kernel launch.
+//
+// The host cuts every segment (and, when packing, every gap between segments) into chunks of at
+// most kChunkBytes; one thread block moves one chunk. Large leaves so spread over many blocks and
+// thousands of tiny leaves still cost a single launch.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "cuda/cuda_api.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/cuda_device_guard.hpp"
+
+namespace tensortree::cuda {
+
+namespace {
+
+using detail::PackDirection;
+using detail::PackSegment;
+using detail::StridedView;
+
+constexpr std::uint64_t kChunkBytes = 64 * 1024;
+constexpr int kThreads = 256;
+
+struct Chunk {
+  std::uint64_t buffer_offset;
+  std::uint64_t nbytes;
+  std::uint64_t offset_in_leaf;  // bytes from the segment's start
+  std::int32_t segment;          // -1: a gap to zero
+};
+
+__device__ void move_bytes(std::byte* dst, const std::byte* src, std::uint64_t nbytes) {
+  const bool vectorizable = ((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src) |
+                              nbytes) & 15u) == 0;
+  if (vectorizable) {
+    auto* d = reinterpret_cast<uint4*>(dst);
+    const auto* s = reinterpret_cast<const uint4*>(src);
+    for (std::uint64_t i = threadIdx.x; i < nbytes / 16; i += blockDim.x) d[i] = s[i];
+  } else {
+    for (std::uint64_t i = threadIdx.x; i < nbytes; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+__device__ std::byte* strided_element(const StridedView& view, std::int64_t linear, std::uint32_t itemsize) {
+  std::int64_t offset = 0;
+  for (int d = view.ndim - 1; d >= 0; --d) {
+    offset += (linear % view.shape[d]) * view.strides[d];
+    linear /= view.shape[d];
+  }
+  return view.data + offset * itemsize;
+}
+
+__device__ void move_strided(PackDirection direction, const StridedView& view, std::uint32_t itemsize,
+                             std::int64_t first, std::int64_t count, std::byte* buffer) {
+  for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    std::byte* leaf = strided_element(view, first + i, itemsize);
+    std::byte* packed = buffer + i * itemsize;
+    std::byte* dst = direction == PackDirection::Pack ? packed : leaf;
+    const std::byte* src = direction == PackDirection::Pack ? leaf : packed;
+    for (std::uint32_t b = 0; b < itemsize; ++b) dst[b] = src[b];
+  }
+}
+
+__global__ void pack_kernel(PackDirection direction, const Chunk* chunks, const PackSegment* segments,
+                            const StridedView* strided, std::byte* buffer) {
+  const Chunk chunk = chunks[blockIdx.x];
+  std::byte* packed = buffer + chunk.buffer_offset;
+  if (chunk.segment < 0) {
+    for (std::uint64_t i = threadIdx.x; i < chunk.nbytes; i += blockDim.x) packed[i] = std::byte{0};
+    return;
+  }
+  const PackSegment segment = segments[chunk.segment];
+  if (segment.strided_index >= 0) {
+    move_strided(direction, strided[segment.strided_index], segment.itemsize,
+                 static_cast<std::int64_t>(chunk.offset_in_leaf / segment.itemsize),
+                 static_cast<std::int64_t>(chunk.nbytes / segment.itemsize), packed);
+    return;
+  }
+  std::byte* leaf = segment.leaf_data + chunk.offset_in_leaf;
+  if (direction == PackDirection::Pack) {
+    move_bytes(packed, leaf, chunk.nbytes);
+  } else {
+    move_bytes(leaf, packed, chunk.nbytes);
+  }
+}
+
+void add_chunks(std::vector<Chunk>& chunks, std::uint64_t offset, std::uint64_t nbytes, std::int32_t segment) {
+  for (std::uint64_t done = 0; done < nbytes; done += kChunkBytes) {
+    chunks.push_back({offset + done, std::min(kChunkBytes, nbytes - done), done, segment});
+  }
+}
+
+std::vector<Chunk> plan_chunks(PackDirection direction, std::span<const PackSegment> segments,
+                               std::uint64_t total_bytes) {
+  std::vector<Chunk> chunks;
+  chunks.reserve(segments.size() + 1);
+  std::uint64_t cursor = 0;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const PackSegment& s = segments[i];
+    if (direction == PackDirection::Pack && s.buffer_offset > cursor) {
+      add_chunks(chunks, cursor, s.buffer_offset - cursor, -1);
+    }
+    add_chunks(chunks, s.buffer_offset, s.nbytes, static_cast<std::int32_t>(i));
+    cursor = std::max(cursor, s.buffer_offset + s.nbytes);
+  }
+  if (direction == PackDirection::Pack && total_bytes > cursor) add_chunks(chunks, cursor, total_bytes - cursor, -1);
+  return chunks;
+}
+
+// Grow-only descriptor scratch (pinned staging + device copy) per device. Deliberately kept for
+// the life of the process: freeing CUDA memory from static destructors races the runtime's own
+// teardown.
+class DescriptorScratch {
+ public:
+  std::byte* host(std::size_t nbytes) {
+    if (nbytes > host_capacity_) {
+      if (host_) cudaFreeHost(host_);
+      host_ = nullptr;
+      TT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), nbytes, cudaHostAllocPortable));
+      host_capacity_ = nbytes;
+    }
+    return host_;
+  }
+  std::byte* device(std::size_t nbytes) {
+    if (nbytes > device_capacity_) {
+      if (device_) cudaFree(device_);
+      device_ = nullptr;
+      TT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_), nbytes));
+      device_capacity_ = nbytes;
+    }
+    return device_;
+  }
+
+ private:
+  std::byte* host_ = nullptr;
+  std::size_t host_capacity_ = 0;
+  std::byte* device_ = nullptr;
+  std::size_t device_capacity_ = 0;
+};
+
+constexpr std::size_t align_up(std::size_t n) { return (n + 255) / 256 * 256; }
+
+}  // namespace
+
+void pack(PackDirection direction, std::span<const PackSegment> segments, std::span<const StridedView> strided,
+          std::byte* buffer, std::uint64_t total_bytes, int device) {
+  const std::vector<Chunk> chunks = plan_chunks(direction, segments, total_bytes);
+  if (chunks.empty()) return;
+  const std::size_t chunk_bytes = align_up(chunks.size() * sizeof(Chunk));
+  const std::size_t segment_bytes = align_up(segments.size() * sizeof(PackSegment));
+  const std::size_t strided_bytes = align_up(strided.size() * sizeof(StridedView));
+  const std::size_t total = chunk_bytes + segment_bytes + strided_bytes;
+
+  static std::mutex mutex;
+  static std::vector<DescriptorScratch> scratch(static_cast<std::size_t>(device_count()));
+  const std::lock_guard lock(mutex);
+  DeviceGuard guard(device);
+  DescriptorScratch& mine = scratch.at(static_cast<std::size_t>(device));
+  std::byte* staging = mine.host(total);
+  std::memcpy(staging, chunks.data(), chunks.size() * sizeof(Chunk));
+  if (!segments.empty()) std::memcpy(staging + chunk_bytes, segments.data(), segments.size() * sizeof(PackSegment));
+  if (!strided.empty()) {
+    std::memcpy(staging + chunk_bytes + segment_bytes, strided.data(), strided.size() * sizeof(StridedView));
+  }
+  std::byte* descriptors = mine.device(total);
+  TT_CUDA_CHECK(cudaMemcpyAsync(descriptors, staging, total, cudaMemcpyHostToDevice, cudaStreamLegacy));
+  pack_kernel<<<static_cast<unsigned>(chunks.size()), kThreads>>>(
+      direction, reinterpret_cast<const Chunk*>(descriptors),
+      reinterpret_cast<const PackSegment*>(descriptors + chunk_bytes),
+      reinterpret_cast<const StridedView*>(descriptors + chunk_bytes + segment_bytes), buffer);
+  TT_CUDA_CHECK(cudaGetLastError());
+  TT_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+}
+
+}  // namespace tensortree::cuda
