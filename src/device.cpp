@@ -34,6 +34,21 @@ std::ostream& operator<<(std::ostream& os, Device device) { return os << device.
 
 int cuda_device_count() { return cuda::device_count(); }
 
+Device resolve_device(Device device) {
+  if (device.is_cpu()) return Device::cpu();
+  const int count = cuda::device_count();
+  if (count == 0) {
+    throw NotSupported("cannot use " + device.str() + ": " +
+                       (TT_HAVE_CUDA ? "no CUDA device is present" : "tensortree was built without CUDA"));
+  }
+  if (device.index() == -1) return Device::cuda(cuda::current_device());
+  if (device.index() < 0 || device.index() >= count) {
+    throw InvalidArgument("no CUDA device " + std::to_string(device.index()) + " (" +
+                          std::to_string(count) + " present)");
+  }
+  return device;
+}
+
 std::string build_features() {
   auto yes_no = [](bool on) { return on ? "yes" : "no"; };
   return std::string("cuda=") + yes_no(TT_HAVE_CUDA) + " nccl=" + yes_no(TT_HAVE_NCCL) +

@@ -35,6 +35,12 @@ constexpr DTypeInfo kInfo[] = {
     {DType::Float8_e5m2, "float8_e5m2", 1},
 };
 static_assert(std::size(kInfo) == kAllDTypes.size());
+static_assert([] {
+  for (std::size_t i = 0; i < std::size(kInfo); ++i) {
+    if (static_cast<std::size_t>(kInfo[i].dtype) != i || kAllDTypes[i] != kInfo[i].dtype) return false;
+  }
+  return true;
+}(), "kInfo and kAllDTypes must list the dtypes in enumeration order");
 
 // PyTorch's other spellings of the same dtypes (torch.half is torch.float16, and so on).
 constexpr std::pair<std::string_view, DType> kAliases[] = {
@@ -44,14 +50,15 @@ constexpr std::pair<std::string_view, DType> kAliases[] = {
 };
 
 const DTypeInfo& info(DType dtype) {
-  const auto index = static_cast<std::size_t>(dtype);
-  if (index >= std::size(kInfo)) {
-    throw InvalidArgument("unknown dtype value " + std::to_string(index));
-  }
-  return kInfo[index];
+  if (!is_valid_dtype(static_cast<std::uint8_t>(dtype))) throw_invalid_dtype(dtype);
+  return kInfo[static_cast<std::size_t>(dtype)];
 }
 
 }  // namespace
+
+void throw_invalid_dtype(DType dtype) {
+  throw InvalidArgument("unknown dtype value " + std::to_string(static_cast<unsigned>(dtype)));
+}
 
 std::size_t itemsize(DType dtype) { return info(dtype).itemsize; }
 
@@ -88,7 +95,19 @@ bool is_floating_point(DType dtype) {
 bool is_complex(DType dtype) { return dtype == DType::Complex64 || dtype == DType::Complex128; }
 
 bool is_integral(DType dtype) {
-  return !is_floating_point(dtype) && !is_complex(dtype) && dtype != DType::Bool;
+  switch (dtype) {
+    case DType::UInt8:
+    case DType::UInt16:
+    case DType::UInt32:
+    case DType::UInt64:
+    case DType::Int8:
+    case DType::Int16:
+    case DType::Int32:
+    case DType::Int64:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::ostream& operator<<(std::ostream& os, DType dtype) { return os << dtype_name(dtype); }

@@ -2,16 +2,30 @@
 #pragma once
 
 #include <complex>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "tensortree/dtype.hpp"
+#include "tensortree/error.hpp"
 
 namespace tensortree::detail {
 
 template <class T> inline constexpr bool is_std_complex = false;
 template <class T> inline constexpr bool is_std_complex<std::complex<T>> = true;
+
+// Truncates toward zero, then wraps modulo 2^bits as a two's-complement cast does (-1 fills a
+// uint8 with 255, as in PyTorch). A direct cast of an out-of-range double is undefined behaviour,
+// so the value goes through the 64-bit integer that holds it; beyond 64 bits it is rejected.
+template <class T>
+T integer_from_double(double v) {
+  if (v >= 0x1p63 && v < 0x1p64) return static_cast<T>(static_cast<std::uint64_t>(v));
+  if (v >= -0x1p63 && v < 0x1p63) return static_cast<T>(static_cast<std::int64_t>(v));
+  throw InvalidArgument("value " + std::to_string(v) + " cannot be converted to " +
+                        std::string(dtype_name(dtype_v<T>)));
+}
 
 template <class T>
 T element_from_double(double v) {
@@ -19,6 +33,8 @@ T element_from_double(double v) {
     return v != 0.0;
   } else if constexpr (is_std_complex<T>) {
     return T(static_cast<typename T::value_type>(v), 0);
+  } else if constexpr (std::is_integral_v<T>) {
+    return integer_from_double<T>(v);
   } else if constexpr (std::is_arithmetic_v<T>) {
     return static_cast<T>(v);
   } else {

@@ -22,7 +22,10 @@ Strides contiguous_strides(std::span<const std::int64_t> shape) {
   std::int64_t stride = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     strides[i] = stride;
-    stride *= std::max<std::int64_t>(shape[i], 1);
+    // Zero-size dimensions count as 1 (as in PyTorch), so numel_of alone cannot rule out overflow.
+    if (__builtin_mul_overflow(stride, std::max<std::int64_t>(shape[i], 1), &stride)) {
+      throw InvalidArgument("strides of shape " + shape_str(shape) + " overflow int64");
+    }
   }
   return strides;
 }

@@ -26,12 +26,14 @@ Storage::~Storage() {
 std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device, bool pinned) {
   if (device.is_cuda()) {
     if (pinned) throw InvalidArgument("pinned memory is host memory; it cannot be on " + device.str());
-    const int index = device.index() < 0 ? cuda::current_device() : device.index();
+    // Checked here because selecting a device that does not exist would quietly allocate elsewhere.
+    const int index = resolve_device(device).index();
     auto* data = static_cast<std::byte*>(cuda::alloc_device(nbytes, index));
     return std::shared_ptr<Storage>(new Storage(data, nbytes, Device::cuda(index), MemoryKind::Device,
                                                 [index](void* p) { cuda::free_device(p, index); }));
   }
   if (pinned) {
+    resolve_device(Device::cuda());  // page-locking needs a usable CUDA device: NotSupported otherwise
     auto* data = static_cast<std::byte*>(cuda::alloc_pinned(nbytes));
     return std::shared_ptr<Storage>(new Storage(data, nbytes, Device::cpu(), MemoryKind::PinnedHost,
                                                 [](void* p) { cuda::free_pinned(p); }));
@@ -43,8 +45,13 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device, bo
 
 std::shared_ptr<Storage> Storage::adopt(void* data, std::size_t nbytes, Device device,
                                         Deleter deleter) {
-  return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(data), nbytes, device,
-                                              MemoryKind::Foreign, std::move(deleter)));
+  // Only "the current device" is resolved: foreign memory names its device, which is trusted as is.
+  const Device owner = device.is_cpu() || device.index() == -1 ? resolve_device(device) : device;
+  std::shared_ptr<Storage> storage(
+      new Storage(static_cast<std::byte*>(data), nbytes, owner, MemoryKind::Foreign, nullptr));
+  // Handed over only now, so that the deleter never runs when adopt itself throws.
+  storage->deleter_ = std::move(deleter);
+  return storage;
 }
 
 }  // namespace tensortree

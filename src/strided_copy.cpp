@@ -48,14 +48,14 @@ template <std::size_t kSize>
 void copy_elements(std::byte* dst, std::int64_t dst_stride, const std::byte* src,
                    std::int64_t src_stride, std::int64_t count) {
   for (std::int64_t i = 0; i < count; ++i) {
-    std::memcpy(dst + i * dst_stride * kSize, src + i * src_stride * kSize, kSize);
+    std::memmove(dst + i * dst_stride * kSize, src + i * src_stride * kSize, kSize);
   }
 }
 
 void copy_run(std::byte* dst, std::int64_t dst_stride, const std::byte* src, std::int64_t src_stride,
               std::int64_t count, std::size_t itemsize) {
   if (dst_stride == 1 && src_stride == 1) {
-    std::memcpy(dst, src, static_cast<std::size_t>(count) * itemsize);
+    std::memmove(dst, src, static_cast<std::size_t>(count) * itemsize);  // x.copy_(x) is legal
     return;
   }
   switch (itemsize) {
@@ -78,7 +78,7 @@ void copy_strided_cpu(const StridedView& dst_in, const StridedView& src_in, std:
   }
   coalesce(dst, src);
   if (src.ndim == 0) {
-    std::memcpy(dst.data, src.data, itemsize);
+    std::memmove(dst.data, src.data, itemsize);
     return;
   }
   const int inner = src.ndim - 1;

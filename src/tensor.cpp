@@ -17,19 +17,28 @@ std::string dims_str(std::int64_t dim, std::int64_t ndim) {
   return "dimension " + std::to_string(dim) + " (tensor has " + std::to_string(ndim) + ")";
 }
 
-// The last byte a view can touch, or 0 for an empty view; InvalidArgument on negative strides.
+// Bytes from element 0 to the end of the last element a view can touch, or 0 for an empty view.
+// Checked arithmetic: shapes and strides may come from foreign memory or untrusted input.
 std::size_t view_extent_bytes(const Shape& shape, const Strides& strides, std::size_t itemsize) {
-  std::int64_t last = 0;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 0) return 0;
-    if (strides[d] < 0) throw InvalidArgument("negative strides are not supported");
-    last += (shape[d] - 1) * strides[d];
+  for (const std::int64_t stride : strides) {
+    if (stride < 0) throw InvalidArgument("negative strides are not supported: " + shape_str(strides));
   }
-  return static_cast<std::size_t>(last + 1) * itemsize;
-}
-
-Device resolve(Device device) {
-  return device.is_cuda() && device.index() < 0 ? Device::cuda(cuda::current_device()) : device;
+  if (numel_of(shape) == 0) return 0;
+  std::int64_t last = 0;
+  std::size_t bytes = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    std::int64_t reach = 0;
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &reach) ||
+        __builtin_add_overflow(last, reach, &last)) {
+      last = -1;
+      break;
+    }
+  }
+  if (last < 0 || __builtin_mul_overflow(static_cast<std::size_t>(last) + 1, itemsize, &bytes)) {
+    throw InvalidArgument("a view of shape " + shape_str(shape) + " with strides " + shape_str(strides) +
+                          " spans more bytes than memory can hold");
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -48,7 +57,7 @@ Tensor::Tensor(StoragePtr storage, std::size_t byte_offset, DType dtype, Shape s
   }
   numel_of(shape_);  // rejects negative dimensions and overflow
   const std::size_t extent = view_extent_bytes(shape_, strides_, itemsize());
-  if (extent > 0 && byte_offset_ + extent > storage_->nbytes()) {
+  if (extent > 0 && (extent > storage_->nbytes() || byte_offset_ > storage_->nbytes() - extent)) {
     throw InvalidArgument("view of shape " + shape_str(shape_) + " at byte offset " +
                           std::to_string(byte_offset_) + " needs " + std::to_string(extent) +
                           " bytes but the storage holds " + std::to_string(storage_->nbytes()));
@@ -59,8 +68,12 @@ Tensor::Tensor(StoragePtr storage, std::size_t byte_offset, DType dtype, Shape s
 
 Tensor Tensor::empty(Shape shape, TensorOptions options) {
   const std::int64_t n = numel_of(shape);
-  auto storage = Storage::allocate(static_cast<std::size_t>(n) * tensortree::itemsize(options.dtype),
-                                   options.device, options.pinned);
+  std::size_t nbytes = 0;
+  if (__builtin_mul_overflow(static_cast<std::size_t>(n), tensortree::itemsize(options.dtype), &nbytes)) {
+    throw InvalidArgument("a " + std::string(dtype_name(options.dtype)) + " tensor of shape " +
+                          shape_str(shape) + " needs more bytes than memory can hold");
+  }
+  auto storage = Storage::allocate(nbytes, options.device, options.pinned);
   Strides strides = contiguous_strides(shape);
   return Tensor(std::move(storage), 0, options.dtype, std::move(shape), std::move(strides));
 }
@@ -78,27 +91,32 @@ Tensor Tensor::full(Shape shape, double value, TensorOptions options) {
 }
 
 Tensor Tensor::arange(Shape shape, double start, double step, TensorOptions options) {
-  TensorOptions host = options;
-  host.device = Device::cpu();
-  Tensor t = empty(std::move(shape), host);
-  visit_dtype(t.dtype(), [&](auto tag) {
+  // The result is allocated first so that bad options fail as they do in empty().
+  Tensor out = empty(shape, options);
+  Tensor host = out.device().is_cpu() ? out : empty(std::move(shape), {options.dtype, Device::cpu(), false});
+  visit_dtype(host.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    auto* out = static_cast<T*>(t.data_ptr());
-    for (std::int64_t i = 0; i < t.numel(); ++i) {
-      out[i] = detail::element_from_double<T>(start + static_cast<double>(i) * step);
+    auto* values = static_cast<T*>(host.data_ptr());
+    for (std::int64_t i = 0; i < host.numel(); ++i) {
+      values[i] = detail::element_from_double<T>(start + static_cast<double>(i) * step);
     }
   });
-  return options.device.is_cpu() ? t : t.to(options.device);
+  if (!out.device().is_cpu()) out.copy_(host);
+  return out;
 }
 
 Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, Device device,
                          Storage::Deleter deleter, Strides strides) {
+  // Everything that can throw happens before the memory is adopted (see the header).
   if (strides.empty()) strides = contiguous_strides(shape);
   if (strides.size() != shape.size()) {
     throw InvalidArgument("from_blob: shape " + shape_str(shape) + " and strides " +
                           shape_str(strides) + " differ in length");
   }
   const std::size_t extent = view_extent_bytes(shape, strides, tensortree::itemsize(dtype));
+  if (data == nullptr && extent > 0) {
+    throw InvalidArgument("from_blob: null data for a view of shape " + shape_str(shape));
+  }
   auto storage = Storage::adopt(data, extent, device, std::move(deleter));
   return Tensor(std::move(storage), 0, dtype, std::move(shape), std::move(strides));
 }
@@ -116,7 +134,7 @@ std::int64_t Tensor::wrap_dim(std::int64_t dim) const {
 
 std::int64_t Tensor::size(std::int64_t dim) const { return shape_[wrap_dim(dim)]; }
 
-std::int64_t Tensor::numel() const { return numel_of(shape_); }
+std::int64_t Tensor::numel() const { return defined() ? numel_of(shape_) : 0; }
 
 bool Tensor::is_contiguous() const {
   std::int64_t expected = 1;
@@ -189,10 +207,12 @@ Tensor Tensor::slice(std::int64_t dim, std::int64_t start, std::int64_t stop, st
   auto clamp = [n](std::int64_t i) { return std::clamp(i < 0 ? i + n : i, std::int64_t{0}, n); };
   const std::int64_t begin = clamp(start);
   const std::int64_t end = std::max(clamp(stop), begin);
+  const std::int64_t count = end == begin ? 0 : (end - begin - 1) / step + 1;
   Tensor out = *this;
-  out.shape_[d] = (end - begin + step - 1) / step;
-  out.strides_[d] = strides_[d] * step;
-  if (out.shape_[d] > 0) {
+  out.shape_[d] = count;
+  // With one element or none the stride is never used; keeping it avoids overflow on a huge step.
+  if (count > 1) out.strides_[d] = strides_[d] * step;
+  if (count > 0) {
     out.byte_offset_ += static_cast<std::size_t>(begin * strides_[d]) * itemsize();
   }
   return out;
@@ -201,7 +221,7 @@ Tensor Tensor::slice(std::int64_t dim, std::int64_t start, std::int64_t stop, st
 Tensor Tensor::narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const {
   check_defined("narrow");
   const std::int64_t d = wrap_dim(dim);
-  if (start < 0 || length < 0 || start + length > shape_[d]) {
+  if (start < 0 || length < 0 || start > shape_[d] || length > shape_[d] - start) {
     throw InvalidArgument("narrow(" + std::to_string(start) + ", " + std::to_string(length) +
                           ") out of range for dimension " + std::to_string(d) + " of size " +
                           std::to_string(shape_[d]));
@@ -254,33 +274,42 @@ Tensor Tensor::permute(std::initializer_list<std::int64_t> dims) const {
   return out;
 }
 
+namespace {
+
+// `requested` with its -1 entry (if any) replaced so that it holds `total` elements.
+Shape infer_view_shape(Shape requested, const Shape& current, std::int64_t total) {
+  const auto mismatch = [&] {
+    return InvalidArgument("cannot view a tensor of shape " + shape_str(current) + " (" +
+                           std::to_string(total) + " elements) as " + shape_str(requested));
+  };
+  std::int64_t known = 1;
+  std::size_t inferred = requested.size();
+  for (std::size_t i = 0; i < requested.size(); ++i) {
+    if (requested[i] == -1 && inferred == requested.size()) {
+      inferred = i;
+    } else if (requested[i] == -1) {
+      throw InvalidArgument("view shape " + shape_str(requested) + " has more than one -1");
+    } else if (requested[i] < 0) {
+      throw InvalidArgument("negative dimension in view shape " + shape_str(requested));
+    } else if (__builtin_mul_overflow(known, requested[i], &known)) {
+      throw mismatch();
+    }
+  }
+  if (inferred < requested.size()) {
+    if (known == 0 || total % known != 0) throw mismatch();
+    requested[inferred] = total / known;
+    known = total;
+  }
+  if (known != total) throw mismatch();
+  return requested;
+}
+
+}  // namespace
+
 Tensor Tensor::view(Shape shape) const {
   check_defined("view");
   if (!is_contiguous()) throw InvalidArgument("view needs a contiguous tensor; use reshape()");
-  const std::int64_t total = numel();
-  std::int64_t known = 1;
-  std::int64_t inferred = -1;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == -1) {
-      if (inferred >= 0) throw InvalidArgument("view shape " + shape_str(shape) + " has two -1 entries");
-      inferred = static_cast<std::int64_t>(i);
-    } else {
-      if (shape[i] < 0) throw InvalidArgument("negative dimension in view shape " + shape_str(shape));
-      known *= shape[i];
-    }
-  }
-  if (inferred >= 0) {
-    if (known == 0 || total % known != 0) {
-      throw InvalidArgument("cannot view " + shape_str(shape_) + " as " + shape_str(shape));
-    }
-    shape[static_cast<std::size_t>(inferred)] = total / known;
-    known = total;
-  }
-  if (known != total) {
-    throw InvalidArgument("view shape " + shape_str(shape) + " holds " + std::to_string(known) +
-                          " elements, tensor of shape " + shape_str(shape_) + " has " +
-                          std::to_string(total));
-  }
+  shape = infer_view_shape(std::move(shape), shape_, numel());
   Tensor out = *this;
   out.strides_ = contiguous_strides(shape);
   out.shape_ = std::move(shape);
@@ -288,6 +317,23 @@ Tensor Tensor::view(Shape shape) const {
 }
 
 Tensor Tensor::reshape(Shape shape) const { return contiguous().view(std::move(shape)); }
+
+Tensor Tensor::unsqueeze(std::int64_t dim) const {
+  check_defined("unsqueeze");
+  const std::int64_t n = this->dim();
+  const std::int64_t d = dim < 0 ? dim + n + 1 : dim;
+  if (d < 0 || d > n) {
+    throw InvalidArgument("unsqueeze at dimension " + std::to_string(dim) + " of a tensor of " +
+                          std::to_string(n) + " dimensions (valid: " + std::to_string(-n - 1) + " to " +
+                          std::to_string(n) + ")");
+  }
+  // The stride PyTorch gives the new dimension, so a contiguous tensor keeps contiguous strides.
+  const std::int64_t stride = d < n ? strides_[d] * std::max<std::int64_t>(shape_[d], 1) : 1;
+  Tensor out = *this;
+  out.shape_.insert(out.shape_.begin() + d, 1);
+  out.strides_.insert(out.strides_.begin() + d, stride);
+  return out;
+}
 
 // ---- copies --------------------------------------------------------------------------------
 
@@ -305,7 +351,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(Device target) const {
   check_defined("to");
-  target = resolve(target);
+  target = resolve_device(target);
   if (target == device()) return *this;
   Tensor out = empty(shape_, {dtype_, target, false});
   out.copy_(*this);

@@ -41,6 +41,10 @@ std::ostream& operator<<(std::ostream& os, Device device);
 // Number of usable CUDA devices; 0 when built without CUDA or when no device or driver is present.
 int cuda_device_count();
 
+// The device memory is actually placed on: cpu() for any CPU device, cuda(-1) as the current CUDA
+// device. NotSupported when no CUDA device is usable; InvalidArgument for an index that does not exist.
+Device resolve_device(Device device);
+
 // What this build of the library includes ("cuda=yes nccl=yes mpi=yes").
 std::string build_features();
 

@@ -48,6 +48,8 @@ std::string_view dtype_name(DType dtype);
 DType parse_dtype(std::string_view name);
 // True when the raw value names a DType (for decoding untrusted bytes).
 bool is_valid_dtype(std::uint8_t raw);
+// InvalidArgument naming the raw value of a DType outside the enumeration.
+[[noreturn]] void throw_invalid_dtype(DType dtype);
 
 bool is_floating_point(DType dtype);  // float16/bfloat16/float32/float64/float8_*
 bool is_complex(DType dtype);
@@ -127,7 +129,7 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
     TT_VISIT_CASE(Float8_e5m2)
 #undef TT_VISIT_CASE
   }
-  return fn(bool{});  // unreachable for valid enumerators
+  throw_invalid_dtype(dtype);  // a value cast from bad bytes must not pass for bool
 }
 
 }  // namespace tensortree

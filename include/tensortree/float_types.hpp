@@ -2,6 +2,7 @@
 // round-to-nearest-even narrowing from float (the conversions PyTorch performs on the CPU).
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>

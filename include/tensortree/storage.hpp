@@ -23,7 +23,7 @@ class Storage {
   // Allocates `nbytes` on `device`; `pinned` asks for page-locked memory when `device` is the CPU.
   static std::shared_ptr<Storage> allocate(std::size_t nbytes, Device device, bool pinned = false);
   // Takes ownership of memory that someone else allocated; `deleter(data)` runs exactly once,
-  // when the last tensor viewing it goes away.
+  // when the last tensor viewing it goes away (never if adopt throws: the caller still owns it).
   static std::shared_ptr<Storage> adopt(void* data, std::size_t nbytes, Device device,
                                         Deleter deleter);
 

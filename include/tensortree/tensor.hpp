@@ -35,8 +35,9 @@ class Tensor {
   static Tensor full(Shape shape, double value, TensorOptions options = {});
   // Element i (in C order) holds start + i * step, converted to the dtype: handy non-zero test data.
   static Tensor arange(Shape shape, double start = 1.0, double step = 1.0, TensorOptions options = {});
-  // Views foreign memory; `deleter(data)` runs once when the last view is gone.
-  // Empty `strides` means C-contiguous.
+  // Views foreign memory; `deleter(data)` runs once when the last view is gone. Empty `strides`
+  // means C-contiguous; cuda() (no index) means the current device. If from_blob throws, the
+  // deleter has not run and the caller still owns `data`.
   static Tensor from_blob(void* data, Shape shape, DType dtype, Device device,
                           Storage::Deleter deleter, Strides strides = {});
 
@@ -48,7 +49,7 @@ class Tensor {
   const Strides& strides() const { return strides_; }
   std::int64_t dim() const { return static_cast<std::int64_t>(shape_.size()); }
   std::int64_t size(std::int64_t dim) const;
-  std::int64_t numel() const;
+  std::int64_t numel() const;  // 0 for an undefined tensor
   std::size_t itemsize() const { return tensortree::itemsize(dtype_); }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * itemsize(); }
   std::size_t byte_offset() const { return byte_offset_; }
@@ -86,23 +87,28 @@ class Tensor {
   // reshape() copies when it must.
   Tensor view(Shape shape) const;
   Tensor reshape(Shape shape) const;
-  // Inserts a dimension of size 1 at `dim` (0..dim()).
+  // Inserts a dimension of size 1 at `dim` (0..dim(); negative counts from the end, -1 appends).
   Tensor unsqueeze(std::int64_t dim) const;
   // Shares storage, reinterprets nothing: a new handle on the same view.
   Tensor alias() const { return *this; }
 
   // ---- gathering and joining (new tensors) ------------------------------------------------
-  // Rows `index[i]` (an int64 or int32 1-D CPU tensor; negative counts from the end) along `dim`.
+  // Rows `index[i]` (an int64 or int32 1-D CPU tensor; negative counts from the end) along `dim`,
+  // in a new contiguous tensor on this tensor's device.
   Tensor index_select(std::int64_t dim, const Tensor& index) const;
-  // Joins tensors of one shape along a new dimension / tensors that differ only in `dim`.
+  // Joins tensors of one shape along a new dimension / tensors that differ only in `dim`. All must
+  // share dtype and device; InvalidArgument names the first tensor that does not fit.
   static Tensor stack(std::span<const Tensor> tensors, std::int64_t dim = 0);
   static Tensor cat(std::span<const Tensor> tensors, std::int64_t dim = 0);
+  // Tensor::cat({a, b}): std::span has no initializer-list constructor before C++26.
+  static Tensor stack(std::initializer_list<Tensor> tensors, std::int64_t dim = 0);
+  static Tensor cat(std::initializer_list<Tensor> tensors, std::int64_t dim = 0);
 
   // ---- copies ------------------------------------------------------------------------------
   Tensor contiguous() const;  // itself when already contiguous
   Tensor clone() const;       // always a fresh, contiguous buffer on the same device
-  // Copies to another device (CPU <-> CUDA staged through pinned memory where that pays off).
-  // Returns itself when already there.
+  // Copies to another device; returns itself when already there. NotSupported when no CUDA device
+  // can be used (none present, or a build without CUDA).
   Tensor to(Device device) const;
   // Writes src's elements into this view (shapes must match; dtypes must match; any devices).
   void copy_(const Tensor& src) const;
