@@ -1,1 +1,260 @@
+// TensorTree: a nested, string-keyed container of tensors sharing a leading batch_size
+// (the C++ counterpart of Python's TensorDict).
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tensortree/device.hpp"
+#include "tensortree/path.hpp"
+#include "tensortree/shape.hpp"
+#include "tensortree/storage.hpp"
+#include "tensortree/tensor.hpp"
+
+namespace tensortree {
+
+class Schema;
+
+namespace detail {
+struct ConsolidationAccess;
+}  // namespace detail
+
+struct ConsolidateOptions {
+  std::optional<Device> device;  // default: the leaves' device
+  bool pinned = false;           // page-locked host buffer (CPU target only)
+  int threads = 0;               // 0: a sensible count for this machine
+  StoragePtr reuse;              // packs into this buffer when it is large enough and on the target device
+};
+
+// A value type: copying a tree copies its structure while the leaves share storage (like td.copy()).
+// Invariants, checked on every insert: each leaf's shape starts with its node's batch_size, and each
+// sub-tree's batch_size starts with its parent's. Entries iterate in insertion order.
+class TensorTree {
+ public:
+  using LeafFn = std::function<Tensor(const Tensor&)>;
+
+  TensorTree() = default;
+  explicit TensorTree(Shape batch_size);
+  // TensorTree({4}, {{"obs", obs}, {"next.reward", reward}})
+  TensorTree(Shape batch_size, std::initializer_list<std::pair<PathRef, Tensor>> leaves);
+
+  TensorTree(const TensorTree& other);
+  TensorTree(TensorTree&& other) noexcept;
+  // Assigning through subtree() replaces that node inside its tree: its batch_size must still
+  // start with its parent's.
+  TensorTree& operator=(const TensorTree& other);
+  TensorTree& operator=(TensorTree&& other);
+  ~TensorTree();
+
+  // ---- entries ----------------------------------------------------------------------------
+  // Inserts or replaces (keeping the key's position) a leaf or a sub-tree; missing intermediate
+  // nodes are created with their parent's batch_size. InvalidArgument when a batch_size check fails
+  // or an intermediate key names a leaf; the tree is unchanged then.
+  void set(PathRef path, Tensor leaf);
+  void set(PathRef path, TensorTree subtree);
+  // Writes `src` into the existing leaf in place (same shape and dtype): keeps consolidation.
+  void set_(PathRef path, const Tensor& src) const;
+
+  // References stay valid until the entry is replaced or erased.
+  const Tensor& get(PathRef path) const;
+  // The empty path names this tree itself.
+  TensorTree& subtree(PathRef path);
+  const TensorTree& subtree(PathRef path) const;
+
+  bool contains(PathRef path) const;
+  // True for a leaf, false for a sub-tree; InvalidArgument when the path is absent.
+  bool is_leaf(PathRef path) const;
+  void erase(PathRef path);
+
+  // Direct entries only (len(td)).
+  std::size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+
+  // TensorDict's order: insertion order, and with include_nested a sub-tree's keys come before the
+  // sub-tree's own key.
+  std::vector<Path> keys(bool include_nested = false, bool leaves_only = false) const;
+  // Every leaf, depth-first in insertion order.
+  std::vector<std::pair<Path, Tensor>> leaves() const;
+  // fn(path, leaf) for every leaf, in the order of leaves(), without building a list.
+  template <class Fn>
+  void for_each_leaf(Fn&& fn) const;
+  // fn(path, node) for this tree (empty path) and every sub-tree, parents before children.
+  template <class Fn>
+  void for_each_node(Fn&& fn) const;
+
+  // ---- batch dimensions and device -----------------------------------------------------------
+  const Shape& batch_size() const { return batch_size_; }
+  void set_batch_size(Shape batch_size);
+  std::int64_t batch_dims() const { return static_cast<std::int64_t>(batch_size_.size()); }
+  // The device of every leaf, or nullopt when leaves disagree or there are none.
+  std::optional<Device> device() const;
+
+  // ---- batch indexing: views where possible --------------------------------------------------
+  // Drops the first batch dimension, keeping row `i` (negative counts from the end).
+  TensorTree index(std::int64_t i) const;
+  // Rows start, start+step, ... below stop along batch dimension `dim` (Python slice clamping).
+  TensorTree slice(std::int64_t start, std::int64_t stop, std::int64_t step = 1, std::int64_t dim = 0) const;
+  // Gathers rows of the first batch dimension (1-D int64/int32 CPU index): a copy.
+  TensorTree index(const Tensor& rows) const;
+
+  // ---- whole-tree operations -----------------------------------------------------------------
+  // A tree of the same structure holding fn(leaf); each result must still start with its batch_size.
+  TensorTree apply(const LeafFn& fn) const;
+  // Copies fn(leaf) into each leaf: an in-place write, so consolidation is kept.
+  void apply_(const LeafFn& fn) const;
+  TensorTree to(Device device) const;
+  TensorTree clone() const;
+  // Same batch sizes, same keys at every node (in any order), leaves equal element by element.
+  bool equal(const TensorTree& other) const;
+  // Joins trees of identical structure leaf by leaf: along a new batch dimension `dim`
+  // (0..batch_dims) / along existing batch dimension `dim`. InvalidArgument names the first
+  // differing key or batch size.
+  static TensorTree stack(std::span<const TensorTree> trees, std::int64_t dim = 0);
+  static TensorTree cat(std::span<const TensorTree> trees, std::int64_t dim = 0);
+  static TensorTree stack(std::initializer_list<TensorTree> trees, std::int64_t dim = 0);
+  static TensorTree cat(std::initializer_list<TensorTree> trees, std::int64_t dim = 0);
+
+  // Keys of nested leaves joined with `sep` ("next.obs") into one level; empty sub-trees stay as
+  // empty sub-trees under their joined key. Two entries mapping to one key is InvalidArgument.
+  TensorTree flatten_keys(char sep = '.') const;
+  // The reverse: each key split at `sep`; collisions are InvalidArgument naming the key.
+  TensorTree unflatten_keys(char sep = '.') const;
+  // A tree holding only `paths` (leaves or whole sub-trees) and the nodes leading to them;
+  // absent ones are InvalidArgument. select({"obs", "next.reward"}) or select(tree.keys(true)).
+  TensorTree select(const std::vector<Path>& paths) const;
+  TensorTree select(std::initializer_list<PathRef> paths) const;
+  // A tree without `paths`; absent ones are ignored, as in TensorDict.
+  TensorTree exclude(const std::vector<Path>& paths) const;
+  TensorTree exclude(std::initializer_list<PathRef> paths) const;
+  // Sets every entry of `other` here; sub-trees present on both sides are updated recursively.
+  // Not atomic: when an entry fails its batch_size check, the entries before it are already set.
+  TensorTree& update(const TensorTree& other);
+
+  // ---- printing -------------------------------------------------------------------------------
+  // TensorDict's repr, fields sorted by key as TensorDict prints them.
+  std::string str() const;
+
+  // ---- consolidation (one buffer holding every leaf) --------------------------------------------
+  // Only a root reports it. Kept by in-place writes into leaves; any structural change anywhere in
+  // the tree, also through a subtree() reference, releases the root's buffer at once.
+  bool is_consolidated() const { return storage_ != nullptr; }
+  // Null when not consolidated.
+  const StoragePtr& storage() const { return storage_; }
+  const std::shared_ptr<const Schema>& schema() const { return schema_; }
+  TensorTree consolidate(const ConsolidateOptions& options = {}) const;
+  static TensorTree from_consolidated(StoragePtr storage, std::shared_ptr<const Schema> schema);
+
+ private:
+  friend struct detail::ConsolidationAccess;
+
+  struct Entry {
+    std::string key;
+    Tensor leaf;                       // set when the entry is a leaf
+    std::unique_ptr<TensorTree> node;  // set when the entry is a sub-tree
+  };
+  using PathLeafFn = std::function<Tensor(const Path&, const Tensor&)>;
+  using BatchFn = std::function<Shape(const Shape&)>;
+  enum class Keep { Drop, Whole, Descend };
+  using KeepFn = std::function<Keep(const Path&)>;
+
+  // Only a root holds consolidation state; the leaves must be views into `storage`.
+  void attach_consolidation(StoragePtr storage, std::shared_ptr<const Schema> schema);
+
+  // core (tree.cpp)
+  void take_contents(TensorTree&& source);
+  void replace_with(TensorTree&& root_source);
+  void adopt_children();
+  void drop_consolidation();
+  const TensorTree& root() const;
+  bool is_ancestor_of(const TensorTree& node) const;
+  Path location() const;
+  // "'next.obs'" with this node's location in front, for error messages.
+  std::string describe(const Path& relative) const;
+  std::string keys_hint() const;
+  const Entry* find(const std::string& key) const;
+  Entry* find(const std::string& key);
+  const Entry& entry_at(const Path& path) const;
+  const TensorTree& deepest_node_on(const Path& path) const;
+  TensorTree& node_for_insert(const Path& path);
+  Entry& upsert(const std::string& key);
+  Entry& push_entry(Entry entry);
+  void append(std::string key, Tensor leaf);
+  void append(std::string key, TensorTree subtree);
+  void check_child_fits(const Path& path, const Shape& child_batch, const Shape& parent_batch) const;
+  void check_leaf_fits(const Path& path, const Tensor& leaf, const Shape& node_batch) const;
+  void collect_keys(Path& prefix, bool include_nested, bool leaves_only, std::vector<Path>& out) const;
+
+  // ops (tree_ops.cpp)
+  TensorTree transformed(const PathLeafFn& leaf_fn, const BatchFn& batch_fn) const;
+  TensorTree transformed(Path& path, const PathLeafFn& leaf_fn, const BatchFn& batch_fn) const;
+  TensorTree filtered(Path& path, const KeepFn& keep) const;
+  void flatten_into(TensorTree& out, Path& path, char sep,
+                    std::unordered_map<std::string, Path>& origins) const;
+  void update_from(const TensorTree& other);
+  static TensorTree joined(std::span<const TensorTree* const> trees, Path& path, std::int64_t dim,
+                           bool new_dim);
+  static void check_same_keys(std::span<const TensorTree* const> trees, const Path& path,
+                              const char* operation);
+
+  template <class Fn>
+  void visit_leaves(Path& path, Fn& fn) const;
+  template <class Fn>
+  void visit_nodes(Path& path, Fn& fn) const;
+
+  std::vector<Entry> entries_;
+  std::unordered_map<std::string, std::size_t> index_;  // key -> position in entries_
+  Shape batch_size_;
+  TensorTree* parent_ = nullptr;  // the node holding this one; null for a root
+  StoragePtr storage_;            // consolidation: root only
+  std::shared_ptr<const Schema> schema_;
+};
+
+std::ostream& operator<<(std::ostream& os, const TensorTree& tree);
+
+template <class Fn>
+void TensorTree::for_each_leaf(Fn&& fn) const {
+  Path path;
+  visit_leaves(path, fn);
+}
+
+template <class Fn>
+void TensorTree::for_each_node(Fn&& fn) const {
+  Path path;
+  visit_nodes(path, fn);
+}
+
+template <class Fn>
+void TensorTree::visit_leaves(Path& path, Fn& fn) const {
+  for (const Entry& entry : entries_) {
+    path.push_back(entry.key);
+    if (entry.node) {
+      entry.node->visit_leaves(path, fn);
+    } else {
+      fn(static_cast<const Path&>(path), entry.leaf);
+    }
+    path.pop_back();
+  }
+}
+
+template <class Fn>
+void TensorTree::visit_nodes(Path& path, Fn& fn) const {
+  fn(static_cast<const Path&>(path), *this);
+  for (const Entry& entry : entries_) {
+    if (!entry.node) continue;
+    path.push_back(entry.key);
+    entry.node->visit_nodes(path, fn);
+    path.pop_back();
+  }
+}
+
+}  // namespace tensortree

@@ -3,22 +3,22 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda/cuda_check.hpp"
+
 namespace tensortree::cuda {
 
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (device != previous_) cudaSetDevice(device);
+    TT_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (device != previous_) TT_CUDA_CHECK(cudaSetDevice(device));
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
-  ~DeviceGuard() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
-  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }  // restoring a device that was current cannot fail
 
  private:
-  int previous_ = -1;
+  int previous_ = 0;
 };
 
 }  // namespace tensortree::cuda

@@ -31,8 +31,12 @@ void* alloc_device(std::size_t nbytes, int device) {
 
 void free_device(void* ptr, int device) noexcept {
   if (ptr == nullptr) return;
-  DeviceGuard guard(device);
+  // No DeviceGuard: a destructor path must not throw. cudaFree needs the owning device current.
+  int previous = 0;
+  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
+                        cudaSetDevice(device) == cudaSuccess;
   cudaFree(ptr);
+  if (switched) cudaSetDevice(previous);
 }
 
 void* alloc_pinned(std::size_t nbytes) {

@@ -2,10 +2,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "cuda/cuda_api.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
+#include "tensortree/error.hpp"
 
 namespace tensortree::cuda {
 
@@ -56,7 +58,8 @@ void copy_strided(const detail::StridedView& dst, const detail::StridedView& src
     case 4: launch<std::uint32_t>(dst, src, numel); break;
     case 8: launch<std::uint64_t>(dst, src, numel); break;
     case 16: launch<Bytes16>(dst, src, numel); break;
-    default: break;
+    default:
+      throw InvalidArgument("strided copy of " + std::to_string(itemsize) + "-byte elements is not supported");
   }
   TT_CUDA_CHECK(cudaGetLastError());
   TT_CUDA_CHECK(cudaDeviceSynchronize());
