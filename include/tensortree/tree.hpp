@@ -30,10 +30,10 @@ struct ConsolidationAccess;
 }  // namespace detail
 
 struct ConsolidateOptions {
-  std::optional<Device> device;  // default: the leaves' device
+  std::optional<Device> device = {};  // default: the leaves' device
   bool pinned = false;           // page-locked host buffer (CPU target only)
   int threads = 0;               // 0: a sensible count for this machine
-  StoragePtr reuse;              // packs into this buffer when it is large enough and on the target device
+  StoragePtr reuse = {};         // packs into this buffer when it is large enough and on the target device
 };
 
 // A value type: copying a tree copies its structure while the leaves share storage (like td.copy()).
@@ -152,7 +152,12 @@ class TensorTree {
   const StoragePtr& storage() const { return storage_; }
   const std::shared_ptr<const Schema>& schema() const { return schema_; }
   TensorTree consolidate(const ConsolidateOptions& options = {}) const;
+  // A tree whose leaves view `storage` as `schema` lays it out: no copy. InvalidArgument when the
+  // storage is smaller than the schema's total_bytes or on another kind of device.
   static TensorTree from_consolidated(StoragePtr storage, std::shared_ptr<const Schema> schema);
+  // The reverse of consolidate(): copies a buffer laid out by `schema` into this tree's own leaves
+  // (any strides, any device), in one pass. SchemaMismatch when this tree's layout differs.
+  void unpack_from(const Storage& buffer, const Schema& schema, int threads = 0) const;
 
  private:
   friend struct detail::ConsolidationAccess;
