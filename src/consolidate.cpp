@@ -93,9 +93,11 @@ struct Segments {
   std::vector<StridedView> strided;
 };
 
-Segments segments_for(const detail::TreeWalk& walk, const detail::LayoutPlan& plan) {
-  Segments out;
-  out.segments.reserve(walk.leaves.size());
+// Reuses this thread's vectors, like walk_tree(): valid until the thread's next call.
+const Segments& segments_for(const detail::TreeWalk& walk, const detail::LayoutPlan& plan) {
+  thread_local Segments out;
+  out.segments.clear();
+  out.strided.clear();
   for (const std::uint32_t i : plan.layout_order) {
     const Tensor& leaf = *walk.leaves[i];
     PackSegment segment{static_cast<std::byte*>(leaf.data_ptr()), plan.offsets[i], leaf.nbytes(), -1,
@@ -126,7 +128,7 @@ bool reusable(const StoragePtr& reuse, Device target, std::uint64_t total_bytes)
 }  // namespace
 
 TensorTree TensorTree::consolidate(const ConsolidateOptions& options) const {
-  const detail::TreeWalk walk = detail::walk_tree(*this);
+  const detail::TreeWalk& walk = detail::walk_tree(*this);
   const Device source = leaves_device(walk);
   const Device target = resolve_device(options.device.value_or(source));
   const auto plan = detail::layout_plan_for(*this, walk, target.type());
@@ -135,7 +137,7 @@ TensorTree TensorTree::consolidate(const ConsolidateOptions& options) const {
   StoragePtr storage = reusable(options.reuse, target, total)
                            ? options.reuse
                            : Storage::allocate(total, target, options.pinned && target.is_cpu());
-  const Segments segments = segments_for(walk, *plan);
+  const Segments& segments = segments_for(walk, *plan);
   if (source == target) {
     move_segments(PackDirection::Pack, segments, *storage, total, options.threads);
   } else {
@@ -166,7 +168,7 @@ TensorTree TensorTree::from_consolidated(StoragePtr storage, std::shared_ptr<con
 }
 
 void TensorTree::unpack_from(const Storage& buffer, const Schema& schema, int threads) const {
-  const detail::TreeWalk walk = detail::walk_tree(*this);
+  const detail::TreeWalk& walk = detail::walk_tree(*this);
   const auto plan = detail::layout_plan_for(*this, walk, schema.storage_device());
   if (plan->schema->fingerprint() != schema.fingerprint()) {
     throw SchemaMismatch("unpack_from: this tree's layout (fingerprint " +
@@ -178,7 +180,7 @@ void TensorTree::unpack_from(const Storage& buffer, const Schema& schema, int th
                           " bytes but the buffer holds " + std::to_string(buffer.nbytes()));
   }
   const Device leaves = leaves_device(walk);
-  const Segments segments = segments_for(walk, *plan);
+  const Segments& segments = segments_for(walk, *plan);
   if (buffer.device() == leaves || walk.leaves.empty()) {
     move_segments(PackDirection::Unpack, segments, buffer, schema.total_bytes(), threads);
     return;

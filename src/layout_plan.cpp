@@ -112,8 +112,10 @@ std::vector<std::string> ConsolidationAccess::direct_keys(const TensorTree& node
   return keys;
 }
 
-TreeWalk walk_tree(const TensorTree& tree) {
-  TreeWalk walk;
+const TreeWalk& walk_tree(const TensorTree& tree) {
+  thread_local TreeWalk walk;
+  walk.structure.clear();
+  walk.leaves.clear();
   ConsolidationAccess::describe(tree, walk);
   return walk;
 }

@@ -29,7 +29,9 @@ struct LayoutPlan {
   std::vector<std::uint32_t> layout_order;  // depth-first leaf indices sorted by offset
 };
 
-TreeWalk walk_tree(const TensorTree& tree);
+// Walks `tree` into this thread's reusable TreeWalk: its buffers keep their capacity between calls,
+// so a steady stream of same-shaped trees allocates nothing here. Valid until the thread's next walk.
+const TreeWalk& walk_tree(const TensorTree& tree);
 // The cached plan for the walked structure, planned now if this structure is new.
 std::shared_ptr<const LayoutPlan> layout_plan_for(const TensorTree& tree, const TreeWalk& walk,
                                                   DeviceType storage_device);

@@ -1,6 +1,10 @@
 #include "pack_cpu.hpp"
 
-#include <omp.h>
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/info.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
+#include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,7 +15,9 @@ namespace {
 
 // Below this many bytes per thread, waking another thread costs more than the copy it would do.
 constexpr std::uint64_t kMinBytesPerThread = std::uint64_t{1} << 20;
-// Thread boundaries fall on multiples of this, so they never split an element (itemsize divides it).
+// The buffer is cut into pieces of about this size; threads take pieces as they become free.
+constexpr std::uint64_t kPieceBytes = std::uint64_t{256} << 10;
+// Piece boundaries fall on multiples of this, so they never split an element (itemsize divides it).
 constexpr std::uint64_t kBoundaryAlignment = 64;
 
 void move_dense(PackDirection direction, std::byte* leaf, std::byte* buffer, std::uint64_t nbytes) {
@@ -91,9 +97,12 @@ void move_range(PackDirection direction, std::span<const PackSegment> segments,
 
 int default_pack_threads(std::uint64_t total_bytes) {
   const auto by_size = static_cast<int>(std::max<std::uint64_t>(1, total_bytes / kMinBytesPerThread));
-  return std::clamp(by_size, 1, omp_get_max_threads());
+  return std::clamp(by_size, 1, tbb::info::default_concurrency());
 }
 
+// Work stealing rather than a fork-join barrier: the calling thread copies every piece no other
+// thread has taken, so a worker that the OS has not scheduled (other ranks on the same cores) never
+// holds the copy up.
 void pack_cpu(PackDirection direction, std::span<const PackSegment> segments,
               std::span<const StridedView> strided, std::byte* buffer, std::uint64_t total_bytes,
               int threads) {
@@ -103,15 +112,19 @@ void pack_cpu(PackDirection direction, std::span<const PackSegment> segments,
     move_range(direction, segments, strided, buffer, 0, total_bytes);
     return;
   }
-  const std::uint64_t per_thread =
-      (total_bytes / static_cast<std::uint64_t>(n) + kBoundaryAlignment - 1) / kBoundaryAlignment *
-      kBoundaryAlignment;
-#pragma omp parallel for num_threads(n) schedule(static)
-  for (int t = 0; t < n; ++t) {
-    const std::uint64_t begin = std::min(total_bytes, per_thread * static_cast<std::uint64_t>(t));
-    const std::uint64_t end = std::min(total_bytes, begin + per_thread);
+  const std::uint64_t pieces_per_thread = std::max<std::uint64_t>(1, total_bytes / kPieceBytes / n);
+  const std::uint64_t pieces = pieces_per_thread * static_cast<std::uint64_t>(n);
+  const std::uint64_t piece_bytes =
+      (total_bytes / pieces + kBoundaryAlignment - 1) / kBoundaryAlignment * kBoundaryAlignment;
+  auto move_pieces = [&](const tbb::blocked_range<std::uint64_t>& range) {
+    const std::uint64_t begin = std::min(total_bytes, range.begin() * piece_bytes);
+    const std::uint64_t end = std::min(total_bytes, range.end() * piece_bytes);
     if (begin < end) move_range(direction, segments, strided, buffer, begin, end);
-  }
+  };
+  tbb::task_arena arena(std::min(n, tbb::info::default_concurrency()));
+  arena.execute([&] {
+    tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, pieces), move_pieces, tbb::simple_partitioner());
+  });
 }
 
 }  // namespace tensortree::detail

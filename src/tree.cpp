@@ -166,14 +166,35 @@ std::string TensorTree::keys_hint() const {
   return hint + "]";
 }
 
-const TensorTree::Entry* TensorTree::find(const std::string& key) const {
+std::optional<std::size_t> TensorTree::position_of(const std::string& key) const {
+  if (index_.empty()) {
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      if (entries_[i].key == key) return i;
+    }
+    return std::nullopt;
+  }
   const auto it = index_.find(key);
-  return it == index_.end() ? nullptr : &entries_[it->second];
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
+}
+
+const TensorTree::Entry* TensorTree::find(const std::string& key) const {
+  const auto position = position_of(key);
+  return position ? &entries_[*position] : nullptr;
 }
 
 TensorTree::Entry* TensorTree::find(const std::string& key) {
-  const auto it = index_.find(key);
-  return it == index_.end() ? nullptr : &entries_[it->second];
+  const auto position = position_of(key);
+  return position ? &entries_[*position] : nullptr;
+}
+
+// Small nodes are scanned, which beats hashing and keeps copies of a tree free of one heap node
+// per key; a node that grows past kIndexedEntries gets a hash index.
+void TensorTree::reindex() {
+  index_.clear();
+  if (entries_.size() < kIndexedEntries) return;
+  index_.reserve(entries_.size());
+  for (std::size_t i = 0; i < entries_.size(); ++i) index_.emplace(entries_[i].key, i);
 }
 
 const TensorTree::Entry& TensorTree::entry_at(const Path& path) const {
@@ -227,9 +248,14 @@ TensorTree::Entry& TensorTree::upsert(const std::string& key) {
 TensorTree::Entry& TensorTree::push_entry(Entry entry) {
   entries_.push_back(std::move(entry));
   try {
-    index_.emplace(entries_.back().key, entries_.size() - 1);
+    if (entries_.size() == kIndexedEntries) {
+      reindex();
+    } else if (entries_.size() > kIndexedEntries) {
+      index_.emplace(entries_.back().key, entries_.size() - 1);
+    }
   } catch (...) {
     entries_.pop_back();
+    index_.clear();
     throw;
   }
   return entries_.back();
@@ -340,10 +366,9 @@ void TensorTree::erase(PathRef path_ref) {
   const Path& path = path_ref.path();
   entry_at(path);  // InvalidArgument naming the path when absent
   TensorTree& node = subtree(prefix_of(path, path.size() - 1));
-  const std::size_t position = node.index_.at(path.back());
+  const std::size_t position = *node.position_of(path.back());
   node.entries_.erase(node.entries_.begin() + static_cast<std::ptrdiff_t>(position));
-  node.index_.erase(path.back());
-  for (std::size_t i = position; i < node.entries_.size(); ++i) node.index_[node.entries_[i].key] = i;
+  node.reindex();
   drop_consolidation();
 }
 

@@ -186,6 +186,9 @@ class TensorTree {
   // "'next.obs'" with this node's location in front, for error messages.
   std::string describe(const Path& relative) const;
   std::string keys_hint() const;
+  static constexpr std::size_t kIndexedEntries = 16;
+  std::optional<std::size_t> position_of(const std::string& key) const;
+  void reindex();
   const Entry* find(const std::string& key) const;
   Entry* find(const std::string& key);
   const Entry& entry_at(const Path& path) const;
@@ -217,7 +220,8 @@ class TensorTree {
   void visit_nodes(Path& path, Fn& fn) const;
 
   std::vector<Entry> entries_;
-  std::unordered_map<std::string, std::size_t> index_;  // key -> position in entries_
+  // key -> position in entries_, kept only for nodes of at least kIndexedEntries entries
+  std::unordered_map<std::string, std::size_t> index_;
   Shape batch_size_;
   TensorTree* parent_ = nullptr;  // the node holding this one; null for a root
   StoragePtr storage_;            // consolidation: root only
