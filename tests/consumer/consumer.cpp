@@ -1,0 +1,42 @@
+// A program outside the source tree, compiled with nothing but `pkg-config --cflags --libs tensortree`:
+// proves that the installed headers, the generated config header and the shared library suffice.
+#include <tensortree/tensortree.hpp>
+
+#include <cstdint>
+#include <iostream>
+
+namespace {
+
+// A transposed copy exercises the strided copy inside the installed library.
+bool transposed_copy_is_right(const tensortree::Tensor& original, const tensortree::Tensor& transposed) {
+  for (std::int64_t row = 0; row < original.size(0); ++row) {
+    for (std::int64_t col = 0; col < original.size(1); ++col) {
+      const std::int64_t expected = 1 + row * original.size(1) + col;
+      if (original.at<std::int64_t>({row, col}) != expected ||
+          transposed.at<std::int64_t>({col, row}) != expected) {
+        std::cerr << "consumer: element (" << row << ", " << col << ") is wrong, expected " << expected
+                  << '\n';
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main() {
+  using tensortree::DType;
+  using tensortree::Tensor;
+  try {
+    const Tensor original = Tensor::arange({3, 4}, 1.0, 1.0, {.dtype = DType::Int64});
+    const Tensor transposed = original.transpose(0, 1).contiguous();
+    if (!transposed.is_contiguous() || !transposed_copy_is_right(original, transposed)) return 1;
+    std::cout << "consumer: tensortree " << TT_VERSION << " (" << tensortree::build_features() << ")\n"
+              << "consumer: " << transposed << '\n';
+    return 0;
+  } catch (const tensortree::Error& error) {
+    std::cerr << "consumer: " << error.what() << '\n';
+    return 1;
+  }
+}
