@@ -14,6 +14,8 @@ namespace tensortree::cuda {
 
 int device_count() noexcept;
 int current_device();
+// Makes `device` the calling thread's current device.
+void set_device(int device);
 
 void* alloc_device(std::size_t nbytes, int device);
 void free_device(void* ptr, int device) noexcept;

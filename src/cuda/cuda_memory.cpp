@@ -21,6 +21,8 @@ int current_device() {
   return device;
 }
 
+void set_device(int device) { TT_CUDA_CHECK(cudaSetDevice(device)); }
+
 void* alloc_device(std::size_t nbytes, int device) {
   if (nbytes == 0) return nullptr;
   DeviceGuard guard(device);

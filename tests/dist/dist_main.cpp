@@ -98,6 +98,7 @@ int run_all_ranks(int argc, char* argv[]) {
 int main(int argc, char* argv[]) {
   try {
     MpiSession mpi(argc, argv);
+    const tensortree::test::ContextScope context;
     return run_all_ranks(argc, argv);
   } catch (const std::exception& error) {
     std::cerr << "distributed test harness: " << error.what() << '\n';

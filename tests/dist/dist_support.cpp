@@ -1,5 +1,6 @@
 #include "dist_support.hpp"
 
+#include <memory>
 #include <string>
 
 #include "tensortree/error.hpp"
@@ -14,7 +15,21 @@ void check_mpi(int status, const char* call) {
   }
 }
 
+std::unique_ptr<DistributedContext>& shared_context() {
+  static std::unique_ptr<DistributedContext> context;
+  return context;
+}
+
 }  // namespace
+
+ContextScope::ContextScope() { shared_context() = std::make_unique<DistributedContext>(); }
+
+ContextScope::~ContextScope() { shared_context().reset(); }
+
+const DistributedContext& context() {
+  if (!shared_context()) throw InvalidArgument("no DistributedContext: the harness's ContextScope is not alive");
+  return *shared_context();
+}
 
 int world_rank() {
   int rank = -1;

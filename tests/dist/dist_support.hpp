@@ -6,7 +6,22 @@
 
 #include <cstdint>
 
+#include "tensortree/dist_context.hpp"
+
 namespace tensortree::test {
+
+// The process's one DistributedContext: the harness creates it right after MPI_Init_thread (it
+// adopts that MPI) and destroys it before MPI_Finalize, so tests never own MPI's lifetime.
+const DistributedContext& context();
+
+// Owns that context for its lifetime (the harness's main holds one).
+class ContextScope {
+ public:
+  ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+  ~ContextScope();
+};
 
 int world_rank();
 int world_size();

@@ -1,0 +1,72 @@
+// Backend: one communicator's operations for one kind of memory (c10d's Backend). MpiBackend and
+// NcclBackend implement it; they are the only code that calls MPI or NCCL. Everything above
+// (dist_ops, the tree methods) is written once, over this interface.
+//
+// Contract for every operation:
+// - ranks are group ranks; tensors are contiguous and on the backend's kind of device (dist_ops
+//   makes copies where a caller's are not);
+// - the caller allocates outputs; the Work keeps every tensor it was given alive until it completes;
+// - arguments are already validated by dist_ops (roots in range, sizes consistent), so a backend
+//   checks only what it alone knows (dtypes it cannot reduce, messages too large for it);
+// - an operation this backend lacks throws NotSupported("<backend> does not support <op>").
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "tensortree/reduce_op.hpp"
+#include "tensortree/tensor.hpp"
+#include "tensortree/work.hpp"
+
+namespace tensortree {
+
+// Receive from whichever rank sends first; Work::source_rank() then says who it was.
+inline constexpr int kAnySource = -1;
+
+// One send or receive of a batch posted together (batch_p2p).
+struct P2POp {
+  enum class Kind : unsigned char { Send, Recv };
+  Kind kind;
+  Tensor tensor;
+  int peer;
+  int tag = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  virtual WorkPtr broadcast(const Tensor& tensor, int root);
+  virtual WorkPtr all_reduce(const Tensor& tensor, ReduceOp op);
+  virtual WorkPtr reduce(const Tensor& tensor, int root, ReduceOp op);
+  // `output` holds size() blocks of input.numel() elements; rank r's input lands in block r.
+  virtual WorkPtr all_gather(const Tensor& output, const Tensor& input);
+  // As all_gather, into the root's `output` only (other ranks pass an undefined tensor).
+  virtual WorkPtr gather(const Tensor& output, const Tensor& input, int root);
+  // The root's `input` holds size() blocks of output.numel() elements; block r goes to rank r.
+  virtual WorkPtr scatter(const Tensor& output, const Tensor& input, int root);
+  // `input` holds size() blocks of output.numel() elements; block r of every rank is reduced into
+  // rank r's output.
+  virtual WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op);
+  // Block r of `input` (input_counts[r] elements) goes to rank r; block r of `output`
+  // (output_counts[r] elements) comes from rank r. Blocks are consecutive.
+  virtual WorkPtr all_to_all(const Tensor& output, const Tensor& input, std::span<const std::int64_t> output_counts,
+                             std::span<const std::int64_t> input_counts);
+  virtual WorkPtr send(const Tensor& tensor, int dst, int tag);
+  // `src` may be kAnySource.
+  virtual WorkPtr recv(const Tensor& tensor, int src, int tag);
+  // Every operation posted at once; completes when all have.
+  virtual WorkPtr batch_p2p(std::span<const P2POp> ops);
+  virtual WorkPtr barrier();
+
+ protected:
+  [[noreturn]] void unsupported(std::string_view operation) const;
+};
+
+}  // namespace tensortree

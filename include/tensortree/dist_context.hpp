@@ -1,0 +1,44 @@
+// DistributedContext: the process's place in the job. Initialises MPI (or adopts an MPI the
+// program initialised), finds the local rank among the ranks sharing this host, binds the CUDA
+// device local_rank mod device_count, and hands out groups. NCCL communicators are created lazily,
+// from an ncclUniqueId broadcast over MPI, the first time a group moves a CUDA tensor.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "tensortree/device.hpp"
+#include "tensortree/device_mesh.hpp"
+#include "tensortree/group.hpp"
+
+namespace tensortree {
+
+class DistributedContext {
+ public:
+  // argc/argv go to MPI_Init when this context initialises MPI.
+  explicit DistributedContext(int* argc = nullptr, char*** argv = nullptr);
+  DistributedContext(const DistributedContext&) = delete;
+  DistributedContext& operator=(const DistributedContext&) = delete;
+  // Finalises MPI only if this context initialised it.
+  ~DistributedContext();
+
+  int rank() const;
+  int size() const;
+  int local_rank() const;
+  int local_size() const;
+  // cuda:(local_rank mod device count), or the CPU where no GPU is usable.
+  Device device() const;
+
+  const Group& world() const;
+  // Collective over the world (every rank calls it with the same list); ranks not in the list get
+  // a Group of which they are not a member.
+  Group new_group(std::vector<int> world_ranks) const;
+  // Collective over the world.
+  DeviceMesh mesh(std::vector<MeshDim> dims) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tensortree

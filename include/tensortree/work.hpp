@@ -1,0 +1,57 @@
+// Work: the handle of an operation in flight (c10d's Work). Every asynchronous operation returns
+// one; the synchronous forms are the asynchronous ones followed by wait(). One thread at a time
+// may use a Work; finish() runs on whichever thread first sees it complete.
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+
+namespace tensortree {
+
+class Work {
+ public:
+  Work() = default;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+  // An operation still in flight is cancelled where the backend can (receives) and waited for
+  // otherwise: its buffers must outlive it.
+  virtual ~Work() = default;
+
+  // Never blocks: drives the operation forward and says whether it has finished (or failed).
+  bool is_completed();
+  // Blocks until the operation has finished; rethrows its error, if any, on every call.
+  void wait();
+  // As wait(), but throws Timeout once `timeout` has passed; the operation stays in flight and may
+  // be waited for again.
+  void wait(std::chrono::milliseconds timeout);
+  // The error the operation ended with, or null.
+  std::exception_ptr exception() const { return error_; }
+  // For a receive from kAnySource, once complete: the group rank that sent. NotSupported otherwise.
+  virtual int source_rank() const;
+
+  // A Work that is already complete (what a synchronous step returns in an asynchronous slot).
+  static std::shared_ptr<Work> completed();
+  // Runs `then` once, on the waiting thread, after `first` completes: a second round that needs the
+  // first's result (e.g. shapes, then data) or a copy back from a staging buffer.
+  static std::shared_ptr<Work> chain(std::shared_ptr<Work> first, std::function<std::shared_ptr<Work>()> then);
+
+ protected:
+  // Non-blocking progress: true once the transfer has finished. May throw.
+  virtual bool test() = 0;
+  // Blocks until test() would return true; backends with a native blocking wait override it.
+  virtual void block();
+  // Runs once on the waiting thread after the transfer finished (unpacking, copying back). May throw.
+  virtual void finish() {}
+
+ private:
+  bool settle(bool done);
+
+  bool finished_ = false;
+  std::exception_ptr error_;
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+}  // namespace tensortree

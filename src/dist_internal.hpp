@@ -1,0 +1,95 @@
+// What dist_ops.cpp, dist_variadic.cpp and dist_objects.cpp share: argument checks, byte views of
+// tensors, the fixed-size tensor header of the small rounds, and the point-to-point data round.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "tensortree/backend.hpp"
+#include "tensortree/group.hpp"
+#include "tensortree/tensor.hpp"
+#include "tensortree/work.hpp"
+
+namespace tensortree::dist::detail {
+
+// ---- argument checks: each throws InvalidArgument naming the operation and the argument ----------
+// This process is a member of `group` (the backends exist only for members).
+void check_member(const Group& group, std::string_view op);
+// `rank` (named `name`: "root", "dst", "src") is a rank of `group`.
+void check_rank(int rank, std::string_view name, const Group& group, std::string_view op);
+void check_defined(const Tensor& tensor, std::string_view name, std::string_view op);
+// A point-to-point tag the caller may use: 0..kMaxUserTag.
+void check_tag(int tag, std::string_view name, std::string_view op);
+// One tensor per rank of `group`, all defined and of one shape, dtype and device.
+void check_per_rank_list(std::span<const Tensor> tensors, std::string_view name, const Group& group,
+                         std::string_view op);
+
+// The CPU backend carries every small round (sizes, shapes, dtypes): it is host data whatever
+// device the payload lives on.
+Backend& metadata_backend(const Group& group);
+
+// A contiguous tensor's bytes as a 1-D uint8 view of the same storage.
+Tensor byte_view(const Tensor& contiguous);
+// A 1-D int64 CPU tensor holding `values` (a copy).
+Tensor int64_tensor(std::span<const std::int64_t> values);
+std::vector<std::int64_t> int64_values(const Tensor& tensor);
+
+// ---- the fixed-size description of a tensor that the small rounds carry ---------------------------
+struct TensorHeader {
+  DeviceType device_type = DeviceType::CPU;
+  DType dtype = DType::Float32;
+  Shape shape;
+
+  static TensorHeader of(const Tensor& tensor);
+  std::size_t nbytes() const;
+};
+
+// Variadic shapes travel in fixed-size records, so one collective moves every rank's.
+inline constexpr std::size_t kMaxHeaderDims = 16;
+inline constexpr std::size_t kHeaderWords = 3 + kMaxHeaderDims;
+using HeaderWords = std::array<std::int64_t, kHeaderWords>;
+
+// InvalidArgument when the tensor has more than kMaxHeaderDims dimensions.
+HeaderWords encode_header(const TensorHeader& header, std::string_view op);
+// The record sent by `sender` (a group rank, for the message); CorruptData for values no tensor has.
+TensorHeader decode_header(std::span<const std::int64_t> words, int sender);
+
+// Where this rank keeps a tensor of that kind: the CPU, or its current CUDA device.
+Device device_of_kind(DeviceType type);
+
+// One allocation holding a tensor per header, each starting on a 64-byte boundary.
+std::vector<Tensor> allocate_blocks(std::span<const TensorHeader> headers, Device device);
+
+// ---- the point-to-point data round -----------------------------------------------------------------
+// Tags at or above this are dist_ops' own (user tags stay below; see kMaxUserTag in dist_ops.hpp).
+inline constexpr int kInternalTag = 32001;
+
+// Sends and receives of byte views posted together; empty transfers are left out, as both ends
+// know the sizes.
+class ByteExchange {
+ public:
+  void send(const Tensor& contiguous, int peer);
+  void recv(const Tensor& contiguous, int peer);
+  // Posts every transfer as one batch on `backend`; the Work keeps the tensors alive.
+  WorkPtr post(Backend& backend) const;
+
+ private:
+  std::vector<P2POp> ops_;
+};
+
+// An in-place result that travelled through a packed copy of the caller's non-contiguous view.
+struct CopyBack {
+  Tensor destination;
+  Tensor packed;
+};
+// A Work that completes with `work` and then writes every packed copy back into its destination;
+// `work` itself when there is nothing to copy. It forwards source_rank().
+WorkPtr then_copy_back(WorkPtr work, std::vector<CopyBack> copies);
+// The same for one tensor; nothing to copy when `packed` is the caller's own memory.
+WorkPtr then_copy_back(WorkPtr work, const Tensor& destination, const Tensor& packed);
+
+}  // namespace tensortree::dist::detail

@@ -1,0 +1,74 @@
+// A checksummed envelope around a payload of untrusted origin: a 24-byte little-endian header
+// (magic, format version, payload length, XXH3-64 of the payload) and then the payload, so a reader
+// rejects damaged or foreign bytes before parsing any of them. Object collectives use it; the
+// schema envelope (schema_codec.cpp) has the same layout.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/endian/buffers.hpp>
+#include <xxhash.h>
+
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+// What one kind of envelope carries, and the name its errors use ("object envelope").
+struct EnvelopeFormat {
+  std::uint32_t magic;
+  std::uint32_t version;
+  std::string_view name;
+};
+
+struct EnvelopeHeader {
+  boost::endian::little_uint32_buf_t magic;
+  boost::endian::little_uint32_buf_t version;
+  boost::endian::little_uint64_buf_t payload_bytes;
+  boost::endian::little_uint64_buf_t checksum;
+};
+static_assert(sizeof(EnvelopeHeader) == 24);
+
+inline std::vector<std::byte> seal_envelope(const EnvelopeFormat& format, std::span<const std::byte> payload) {
+  EnvelopeHeader header;
+  header.magic = format.magic;
+  header.version = format.version;
+  header.payload_bytes = payload.size();
+  header.checksum = XXH3_64bits(payload.data(), payload.size());
+  std::vector<std::byte> envelope(sizeof header + payload.size());
+  std::memcpy(envelope.data(), &header, sizeof header);
+  if (!payload.empty()) std::memcpy(envelope.data() + sizeof header, payload.data(), payload.size());
+  return envelope;
+}
+
+// The payload, once every header field checks out; CorruptData naming the first that does not.
+inline std::span<const std::byte> open_envelope(const EnvelopeFormat& format, std::span<const std::byte> envelope) {
+  const std::string name(format.name);
+  EnvelopeHeader header;
+  if (envelope.size() < sizeof header) {
+    throw CorruptData(name + " of " + std::to_string(envelope.size()) + " bytes is shorter than its " +
+                      std::to_string(sizeof header) + "-byte header");
+  }
+  std::memcpy(&header, envelope.data(), sizeof header);
+  if (header.magic.value() != format.magic) throw CorruptData(name + ": wrong magic number");
+  if (header.version.value() != format.version) {
+    throw CorruptData(name + ": format version " + std::to_string(header.version.value()) +
+                      ", this build reads version " + std::to_string(format.version));
+  }
+  const std::span<const std::byte> payload = envelope.subspan(sizeof header);
+  if (header.payload_bytes.value() != payload.size()) {
+    throw CorruptData(name + ": header announces " + std::to_string(header.payload_bytes.value()) + " payload bytes, " +
+                      std::to_string(payload.size()) + " are present");
+  }
+  if (XXH3_64bits(payload.data(), payload.size()) != header.checksum.value()) {
+    throw CorruptData(name + ": checksum mismatch over " + std::to_string(payload.size()) + " payload bytes");
+  }
+  return payload;
+}
+
+}  // namespace tensortree::detail

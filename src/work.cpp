@@ -1,0 +1,150 @@
+#include "tensortree/work.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "tensortree/error.hpp"
+
+namespace tensortree {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Polls `done` until it is true or `deadline` passes; returns whether it became true. Starts by
+// yielding (most operations finish within microseconds) and backs off to short sleeps so that a
+// long wait does not burn a core the transport's progress thread may need.
+template <class Done>
+bool poll(Done&& done, std::optional<Clock::time_point> deadline) {
+  constexpr int kYieldingPolls = 64;
+  constexpr auto kLongestSleep = std::chrono::microseconds(1000);
+  auto pause_length = std::chrono::microseconds(10);
+  for (int polls = 0;; ++polls) {
+    if (done()) return true;
+    const auto now = Clock::now();
+    if (deadline && now >= *deadline) return false;
+    if (polls < kYieldingPolls) {
+      std::this_thread::yield();
+      continue;
+    }
+    auto pause = pause_length;
+    if (deadline) pause = std::min(pause, std::chrono::duration_cast<std::chrono::microseconds>(*deadline - now));
+    std::this_thread::sleep_for(pause);
+    pause_length = std::min(pause_length * 2, kLongestSleep);
+  }
+}
+
+class CompletedWork final : public Work {
+ protected:
+  bool test() override { return true; }
+};
+
+// `first`, then the Work that `then` returns; the chain completes when the second one has.
+class ChainedWork final : public Work {
+ public:
+  ChainedWork(WorkPtr first, std::function<WorkPtr()> then) : first_(std::move(first)), then_(std::move(then)) {}
+
+  // The receive that learned the source may be either stage (a staged receive learns it first).
+  int source_rank() const override {
+    if (second_) {
+      try {
+        return second_->source_rank();
+      } catch (const NotSupported&) {
+      }
+    }
+    return first_->source_rank();
+  }
+
+ protected:
+  bool test() override {
+    if (!second_) {
+      if (!first_->is_completed()) return false;
+      start_second();
+    }
+    if (!second_->is_completed()) return false;
+    second_->wait();  // rethrows the second stage's error
+    return true;
+  }
+
+  void block() override {
+    if (!second_) start_second();
+    second_->wait();
+  }
+
+ private:
+  void start_second() {
+    first_->wait();  // rethrows the first stage's error
+    second_ = then_();
+    if (!second_) second_ = Work::completed();
+  }
+
+  WorkPtr first_;
+  std::function<WorkPtr()> then_;
+  WorkPtr second_;
+};
+
+}  // namespace
+
+bool Work::is_completed() {
+  if (finished_) return true;
+  try {
+    return settle(test());
+  } catch (...) {
+    error_ = std::current_exception();
+    finished_ = true;
+    return true;
+  }
+}
+
+void Work::wait() {
+  if (!finished_) {
+    try {
+      block();
+      settle(true);
+    } catch (...) {
+      error_ = std::current_exception();
+      finished_ = true;
+    }
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+void Work::wait(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  if (!poll([this] { return is_completed(); }, deadline)) {
+    throw Timeout("operation did not complete within " + std::to_string(timeout.count()) + " ms");
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+int Work::source_rank() const {
+  throw NotSupported("source_rank is known only for a completed receive from kAnySource");
+}
+
+void Work::block() {
+  poll([this] { return test(); }, std::nullopt);
+}
+
+bool Work::settle(bool done) {
+  if (!done) return false;
+  // finished_ is set first so that finish() runs exactly once even if it throws.
+  finished_ = true;
+  try {
+    finish();
+  } catch (...) {
+    error_ = std::current_exception();
+  }
+  return true;
+}
+
+std::shared_ptr<Work> Work::completed() { return std::make_shared<CompletedWork>(); }
+
+std::shared_ptr<Work> Work::chain(std::shared_ptr<Work> first, std::function<std::shared_ptr<Work>()> then) {
+  if (!first) throw InvalidArgument("Work::chain needs a first Work (got null)");
+  return std::make_shared<ChainedWork>(std::move(first), std::move(then));
+}
+
+}  // namespace tensortree
