@@ -62,7 +62,7 @@ double time_copy_per_leaf(const TensorTree& tree, const Tensor& flat) {
   });
 }
 
-bool run_case(const TreeCase& c, Device device, bench::Table& table) {
+bool run_case(const TreeCase& c, Device device, int threads, bench::Table& table) {
   const TensorTree tree = make_tree(c, device);
   TensorTree packed = tree.consolidate();
   if (!packed.equal(tree)) {
@@ -70,7 +70,7 @@ bool run_case(const TreeCase& c, Device device, bench::Table& table) {
     return false;
   }
   const StoragePtr warm = packed.storage();
-  const double t_pack = bench::time_per_call([&] { packed = tree.consolidate({.reuse = warm}); });
+  const double t_pack = bench::time_per_call([&] { packed = tree.consolidate({.threads = threads, .reuse = warm}); });
 
   const auto total = static_cast<std::int64_t>(packed.schema()->total_bytes());
   const Tensor src = Tensor::full({total}, 7, {DType::UInt8, device});
@@ -96,9 +96,11 @@ int main(int argc, char** argv) {
   bool csv = false;
   int max_cases = static_cast<int>(kCases.size());
   std::string device_name = "cpu";
+  int threads = 0;
   app.add_flag("--csv", csv, "print CSV instead of a table");
   app.add_option("--cases", max_cases, "run only the first N tree shapes (CI uses a small N)");
   app.add_option("--device", device_name, "cpu, cuda or cuda:N");
+  app.add_option("--threads", threads, "CPU packing threads (0: chosen from the size)");
   CLI11_PARSE(app, argc, argv);
 
   const Device device = Device::parse(device_name);
@@ -111,7 +113,7 @@ int main(int argc, char** argv) {
                      csv);
   bool ok = true;
   for (int i = 0; i < max_cases && i < static_cast<int>(kCases.size()); ++i) {
-    ok = run_case(kCases[static_cast<std::size_t>(i)], device, table) && ok;
+    ok = run_case(kCases[static_cast<std::size_t>(i)], device, threads, table) && ok;
   }
   table.print();
   return ok ? 0 : 1;
