@@ -1,7 +1,7 @@
 // A checksummed envelope around a payload of untrusted origin: a 24-byte little-endian header
 // (magic, format version, payload length, XXH3-64 of the payload) and then the payload, so a reader
-// rejects damaged or foreign bytes before parsing any of them. Object collectives use it; the
-// schema envelope (schema_codec.cpp) has the same layout.
+// rejects damaged or foreign bytes before parsing any of them. The schema and the object
+// collectives both use it, each with its own magic.
 #pragma once
 
 #include <cstddef>
@@ -34,15 +34,22 @@ struct EnvelopeHeader {
 };
 static_assert(sizeof(EnvelopeHeader) == 24);
 
-inline std::vector<std::byte> seal_envelope(const EnvelopeFormat& format, std::span<const std::byte> payload) {
+// Writes the header into the first bytes of `envelope` for the payload that follows them, so a
+// payload serialized in place behind a header-sized gap is sealed without a copy.
+inline void stamp_envelope(const EnvelopeFormat& format, std::span<std::byte> envelope) {
+  const std::span<const std::byte> payload = envelope.subspan(sizeof(EnvelopeHeader));
   EnvelopeHeader header;
   header.magic = format.magic;
   header.version = format.version;
   header.payload_bytes = payload.size();
   header.checksum = XXH3_64bits(payload.data(), payload.size());
-  std::vector<std::byte> envelope(sizeof header + payload.size());
   std::memcpy(envelope.data(), &header, sizeof header);
-  if (!payload.empty()) std::memcpy(envelope.data() + sizeof header, payload.data(), payload.size());
+}
+
+inline std::vector<std::byte> seal_envelope(const EnvelopeFormat& format, std::span<const std::byte> payload) {
+  std::vector<std::byte> envelope(sizeof(EnvelopeHeader) + payload.size());
+  if (!payload.empty()) std::memcpy(envelope.data() + sizeof(EnvelopeHeader), payload.data(), payload.size());
+  stamp_envelope(format, envelope);
   return envelope;
 }
 
@@ -62,8 +69,8 @@ inline std::span<const std::byte> open_envelope(const EnvelopeFormat& format, st
   }
   const std::span<const std::byte> payload = envelope.subspan(sizeof header);
   if (header.payload_bytes.value() != payload.size()) {
-    throw CorruptData(name + ": header announces " + std::to_string(header.payload_bytes.value()) + " payload bytes, " +
-                      std::to_string(payload.size()) + " are present");
+    throw CorruptData(name + ": header announces a payload of " + std::to_string(header.payload_bytes.value()) +
+                      " bytes, " + std::to_string(payload.size()) + " payload bytes are present");
   }
   if (XXH3_64bits(payload.data(), payload.size()) != header.checksum.value()) {
     throw CorruptData(name + ": checksum mismatch over " + std::to_string(payload.size()) + " payload bytes");

@@ -16,6 +16,7 @@
 #include <boost/endian/conversion.hpp>
 #include <xxhash.h>
 
+#include "envelope.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/schema.hpp"
 
@@ -27,13 +28,8 @@ namespace {
 // that change with the Boost release.
 constexpr unsigned kArchiveFlags = boost::archive::no_header | boost::archive::no_codecvt;
 
-struct EnvelopeHeader {
-  boost::endian::little_uint32_buf_t magic;
-  boost::endian::little_uint32_buf_t version;
-  boost::endian::little_uint64_buf_t payload_bytes;
-  boost::endian::little_uint64_buf_t checksum;
-};
-static_assert(sizeof(EnvelopeHeader) == Schema::kHeaderBytes);
+constexpr detail::EnvelopeFormat kSchemaEnvelope{Schema::kMagic, Schema::kFormatVersion, "schema envelope"};
+static_assert(sizeof(detail::EnvelopeHeader) == Schema::kHeaderBytes);
 
 // Smallest wire size of each repeated item, used to bound claimed counts by the bytes left.
 constexpr std::size_t kCountBytes = sizeof(std::uint64_t);
@@ -215,51 +211,21 @@ SchemaParts read_payload(std::span<const std::byte> payload) {
   return parts;
 }
 
-// Checks the header and returns the payload it vouches for.
-std::span<const std::byte> open_envelope(std::span<const std::byte> bytes) {
-  EnvelopeHeader header;
-  if (bytes.size() < sizeof header) {
-    throw CorruptData("schema envelope of " + std::to_string(bytes.size()) + " bytes is shorter than its " +
-                      std::to_string(sizeof header) + "-byte header");
-  }
-  std::memcpy(&header, bytes.data(), sizeof header);
-  if (header.magic.value() != Schema::kMagic) throw CorruptData("schema envelope: wrong magic number");
-  if (header.version.value() != Schema::kFormatVersion) {
-    throw CorruptData("schema envelope: format version " + std::to_string(header.version.value()) +
-                      ", this build reads version " + std::to_string(Schema::kFormatVersion));
-  }
-  const auto payload = bytes.subspan(sizeof header);
-  if (header.payload_bytes.value() != payload.size()) {
-    throw CorruptData("schema envelope: header announces a payload of " +
-                      std::to_string(header.payload_bytes.value()) + " bytes, " + std::to_string(payload.size()) +
-                      " are present");
-  }
-  if (XXH3_64bits(payload.data(), payload.size()) != header.checksum.value()) {
-    throw CorruptData("schema envelope: payload checksum mismatch");
-  }
-  return payload;
-}
 
 }  // namespace
 
 std::vector<std::byte> Schema::encode() const {
-  std::vector<std::byte> envelope(sizeof(EnvelopeHeader));
+  std::vector<std::byte> envelope(sizeof(detail::EnvelopeHeader));
   {
     PayloadWriter out(envelope);
     write_payload(out, *this);
   }
-  const std::span<const std::byte> payload = std::span(envelope).subspan(sizeof(EnvelopeHeader));
-  EnvelopeHeader header;
-  header.magic = kMagic;
-  header.version = kFormatVersion;
-  header.payload_bytes = payload.size();
-  header.checksum = XXH3_64bits(payload.data(), payload.size());
-  std::memcpy(envelope.data(), &header, sizeof header);
+  detail::stamp_envelope(kSchemaEnvelope, envelope);
   return envelope;
 }
 
 Schema Schema::decode(std::span<const std::byte> bytes) {
-  const auto payload = open_envelope(bytes);
+  const auto payload = detail::open_envelope(kSchemaEnvelope, bytes);
   try {
     SchemaParts parts = read_payload(payload);
     return Schema(std::move(parts.nodes), std::move(parts.leaves), parts.total_bytes, parts.storage_device);
