@@ -26,6 +26,7 @@ WorkPtr Backend::all_to_all(const Tensor&, const Tensor&, std::span<const std::i
 }
 WorkPtr Backend::send(const Tensor&, int, int) { unsupported("send"); }
 WorkPtr Backend::recv(const Tensor&, int, int) { unsupported("recv"); }
+ReceivedMessage Backend::recv_message(int, int) { unsupported("recv_message"); }
 WorkPtr Backend::batch_p2p(std::span<const P2POp>) { unsupported("batch_p2p"); }
 WorkPtr Backend::barrier() { unsupported("barrier"); }
 

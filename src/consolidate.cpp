@@ -127,16 +127,18 @@ bool reusable(const StoragePtr& reuse, Device target, std::uint64_t total_bytes)
 
 }  // namespace
 
-TensorTree TensorTree::consolidate(const ConsolidateOptions& options) const {
-  const detail::TreeWalk& walk = detail::walk_tree(*this);
+namespace detail {
+
+PackedTree pack_tree(const TensorTree& tree, const ConsolidateOptions& options) {
+  const TreeWalk& walk = walk_tree(tree);
   const Device source = leaves_device(walk);
   const Device target = resolve_device(options.device.value_or(source));
-  const auto plan = detail::layout_plan_for(*this, walk, target.type());
+  auto plan = layout_plan_for(tree, walk, target.type());
   const std::uint64_t total = plan->schema->total_bytes();
 
   StoragePtr storage = reusable(options.reuse, target, total)
                            ? options.reuse
-                           : Storage::allocate(total, target, options.pinned && target.is_cpu());
+                           : Storage::allocate(total + kWireHeaderBytes, target, options.pinned && target.is_cpu());
   const Segments& segments = segments_for(walk, *plan);
   if (source == target) {
     move_segments(PackDirection::Pack, segments, *storage, total, options.threads);
@@ -146,8 +148,15 @@ TensorTree TensorTree::consolidate(const ConsolidateOptions& options) const {
     move_segments(PackDirection::Pack, segments, *staged, total, options.threads);
     cuda::copy_bytes(storage->data(), staged->data(), total);
   }
-  TensorTree result = detail::ConsolidationAccess::views_like(*this, storage, plan->offsets);
-  detail::ConsolidationAccess::attach(result, std::move(storage), plan->schema);
+  return {std::move(storage), std::move(plan)};
+}
+
+}  // namespace detail
+
+TensorTree TensorTree::consolidate(const ConsolidateOptions& options) const {
+  detail::PackedTree packed = detail::pack_tree(*this, options);
+  TensorTree result = detail::ConsolidationAccess::views_like(*this, packed.storage, packed.plan->offsets);
+  detail::ConsolidationAccess::attach(result, std::move(packed.storage), packed.plan->schema);
   return result;
 }
 

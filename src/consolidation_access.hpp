@@ -14,6 +14,15 @@
 
 namespace tensortree::detail {
 
+// The packing half of consolidate(): `tree`'s leaves in a buffer laid out by the tree's cached plan
+// (options.reuse when it fits, else a new buffer with kWireHeaderBytes spare behind the payload, so
+// that a send can put its wire header there without a copy).
+struct PackedTree {
+  StoragePtr storage;
+  std::shared_ptr<const LayoutPlan> plan;
+};
+PackedTree pack_tree(const TensorTree& tree, const ConsolidateOptions& options);
+
 struct ConsolidationAccess {
   // Appends `node`'s structure to walk.structure and its leaves to walk.leaves, depth first.
   static void describe(const TensorTree& node, TreeWalk& walk);

@@ -54,4 +54,15 @@ std::shared_ptr<Storage> Storage::adopt(void* data, std::size_t nbytes, Device d
   return storage;
 }
 
+void Storage::swap_memory(Storage& a, Storage& b) {
+  if (a.device_ != b.device_) {
+    throw InvalidArgument("swap_memory needs two storages on one device; got " + a.device_.str() + " and " +
+                          b.device_.str());
+  }
+  std::swap(a.data_, b.data_);
+  std::swap(a.nbytes_, b.nbytes_);
+  std::swap(a.kind_, b.kind_);
+  std::swap(a.deleter_, b.deleter_);
+}
+
 }  // namespace tensortree

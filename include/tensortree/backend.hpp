@@ -34,6 +34,12 @@ struct P2POp {
   int tag = 0;
 };
 
+// A message whose length the receiver did not know: its bytes (a 1-D uint8 CPU tensor) and sender.
+struct ReceivedMessage {
+  Tensor bytes;
+  int source = -1;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -61,6 +67,9 @@ class Backend {
   virtual WorkPtr send(const Tensor& tensor, int dst, int tag);
   // `src` may be kAnySource.
   virtual WorkPtr recv(const Tensor& tensor, int src, int tag);
+  // Blocks until a message from `src` (may be kAnySource) has arrived, then receives it whole into
+  // a host buffer of its length (MPI probes it first). For messages that announce what follows.
+  virtual ReceivedMessage recv_message(int src, int tag);
   // Every operation posted at once; completes when all have.
   virtual WorkPtr batch_p2p(std::span<const P2POp> ops);
   virtual WorkPtr barrier();

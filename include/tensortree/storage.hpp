@@ -27,6 +27,11 @@ class Storage {
   static std::shared_ptr<Storage> adopt(void* data, std::size_t nbytes, Device device,
                                         Deleter deleter);
 
+  // Exchanges what two storages hold (memory, size, kind and owner) while each keeps its identity:
+  // every tensor viewing `a` then reads what `b` held. Both must be on one device (InvalidArgument).
+  // A receive uses it to publish a message that arrived in a spare buffer without copying it.
+  static void swap_memory(Storage& a, Storage& b);
+
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage();

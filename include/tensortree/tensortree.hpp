@@ -12,3 +12,4 @@
 #include "tensortree/dlpack.hpp"
 #include "tensortree/schema.hpp"
 #include "tensortree/tree.hpp"
+#include "tensortree/memmap.hpp"

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -17,13 +18,19 @@
 
 #include "tensortree/device.hpp"
 #include "tensortree/path.hpp"
+#include "tensortree/reduce_op.hpp"
 #include "tensortree/shape.hpp"
 #include "tensortree/storage.hpp"
 #include "tensortree/tensor.hpp"
+#include "tensortree/transfer.hpp"
+#include "tensortree/work.hpp"
 
 namespace tensortree {
 
+class Group;
 class Schema;
+struct MemmapOptions;
+struct LoadMemmapOptions;
 
 namespace detail {
 struct ConsolidationAccess;
@@ -158,6 +165,66 @@ class TensorTree {
   // The reverse of consolidate(): copies a buffer laid out by `schema` into this tree's own leaves
   // (any strides, any device), in one pass. SchemaMismatch when this tree's layout differs.
   void unpack_from(const Storage& buffer, const Schema& schema, int threads = 0) const;
+
+  // ---- communication: whole trees as single messages (tree_comm.cpp; wire format in transfer.hpp) --
+  // Ranks are ranks of `group`. CPU trees move over MPI, CUDA trees over NCCL (or MPI through
+  // pinned memory). Every leaf must be on one device. A receiver must hold a tree of the sender's
+  // layout (same keys, batch sizes, dtypes and shapes; insertion order and device may differ) and
+  // gets SchemaMismatch naming both fingerprints otherwise; a failed receive (mismatch, corrupted
+  // header, wrong length) leaves the receiver's leaves untouched.
+  //
+  // A consolidated receiver takes the message without a copy: it arrives in a spare buffer and, once
+  // its header checks out, the spare's memory and the tree's buffer change places, so every tensor
+  // viewing the tree's leaves sees the new values (a raw pointer taken from data_ptr() before the
+  // receive may then point at the spare). A buffer the library did not allocate (adopted memory, a
+  // memory-mapped file) is written in place instead; a receiver that is not consolidated unpacks
+  // the message into its leaves.
+  void send(int dst, const Group& group, const SendOptions& options = {}) const;
+  // The tree's values must stay unchanged until the Work completes.
+  WorkPtr isend(int dst, const Group& group, const SendOptions& options = {}) const;
+  // `src` may be kAnySource (MPI only); returns the group rank that sent.
+  int recv(int src, const Group& group, const RecvOptions& options = {});
+  // Several may be in flight at once (on different trees); the tree must stay where it is (not be
+  // destroyed or moved) until the Work completes, and is valid after wait(), and Work::source_rank() names the sender of a kAnySource receive.
+  WorkPtr irecv(int src, const Group& group, const RecvOptions& options = {});
+
+  // For a receiver that knows nothing of the tree: at most two messages (the schema, then the data
+  // as send() moves it). Afterwards both ends hold the layout (the sender's is cached with its
+  // consolidation plan, the receiver's tree is consolidated), so later send()/recv() carry data
+  // only. With use_broadcast every rank of the group calls these, the sender as the root.
+  void init_remote(int dst, const Group& group, const InitRemoteOptions& options = {}) const;
+  static TensorTree from_remote_init(int src, const Group& group, const InitRemoteOptions& options = {});
+
+  // Collectives: every rank of the group calls them.
+  // The root's tree reaches every rank: a rank holding a tree of the root's layout receives into it;
+  // a rank holding an empty tree (no entries) gets a new, consolidated one; any other tree is
+  // SchemaMismatch on that rank (after the transfer, so that no rank is left waiting). The root's
+  // tree is not changed. The schema travels only the first time a layout is broadcast on a group.
+  TensorTree& broadcast(int src, const Group& group);
+  // One tree per rank, in rank order; the ranks' trees may differ in batch size or layout.
+  std::vector<TensorTree> all_gather(const Group& group) const;
+  // On `dst`, one tree per rank; elsewhere an empty vector.
+  std::vector<TensorTree> gather(int dst, const Group& group) const;
+  // trees[r] (read on `src` only; one per rank, any layouts) reaches rank r, which receives it as
+  // broadcast() does.
+  TensorTree& scatter(int src, std::span<const TensorTree> trees, const Group& group);
+  // In place, one backend call per dtype bucket of the consolidated layout (after one small round
+  // checking that every rank holds the same layout: SchemaMismatch on every rank otherwise).
+  // reduce leaves the other ranks' trees unchanged.
+  void reduce(int dst, const Group& group, ReduceOp op = ReduceOp::Sum);
+  void all_reduce(const Group& group, ReduceOp op = ReduceOp::Sum);
+
+  // ---- memory-mapped storage (memmap.cpp; layout, options and errors in memmap.hpp) -------------
+  // Writes the tree in TensorDict's directory layout, crash-safe, and makes its leaves views of the
+  // mapped files (later in-place writes go to the files).
+  TensorTree& memmap_(const std::filesystem::path& dir);
+  TensorTree& memmap_(const std::filesystem::path& dir, const MemmapOptions& options);
+  // A tree of this one's structure on disk, zero-filled sparse files, without writing data.
+  TensorTree memmap_like(const std::filesystem::path& dir) const;
+  TensorTree memmap_like(const std::filesystem::path& dir, const MemmapOptions& options) const;
+  // Maps a saved tree lazily: nothing is read until a leaf's bytes are touched.
+  static TensorTree load_memmap(const std::filesystem::path& dir);
+  static TensorTree load_memmap(const std::filesystem::path& dir, const LoadMemmapOptions& options);
 
  private:
   friend struct detail::ConsolidationAccess;

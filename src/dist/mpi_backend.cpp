@@ -282,6 +282,7 @@ class MpiWork final : public Work {
   };
 
   void check_status(int status, const char* call) const;
+  [[noreturn]] void raise(int error, const char* call) const;
   void check_receive(const Receive& receive) const;
 
   int rank_;
@@ -326,12 +327,25 @@ void MpiWork::block() {
 void MpiWork::check_status(int status, const char* call) const {
   if (status == MPI_ERR_IN_STATUS) {
     for (const MPI_Status& each : statuses_) {
-      if (each.MPI_ERROR != MPI_SUCCESS && each.MPI_ERROR != MPI_ERR_PENDING) {
-        throw_mpi_error(each.MPI_ERROR, call, __FILE__, __LINE__);
-      }
+      if (each.MPI_ERROR != MPI_SUCCESS && each.MPI_ERROR != MPI_ERR_PENDING) raise(each.MPI_ERROR, call);
     }
   }
-  if (status != MPI_SUCCESS) throw_mpi_error(status, call, __FILE__, __LINE__);
+  if (status != MPI_SUCCESS) raise(status, call);
+}
+
+// A message longer than the receiving tensor is a mismatch of the caller's, as a shorter one is
+// (check_receive); everything else is MPI's failure.
+void MpiWork::raise(int error, const char* call) const {
+  int error_class = error;
+  MPI_Error_class(error, &error_class);
+  if (error_class == MPI_ERR_TRUNCATE) {
+    std::string message = "rank " + std::to_string(rank_);
+    message += " received a message longer than the receiving tensor (";
+    message += call;
+    message += ": MPI_ERR_TRUNCATE)";
+    throw InvalidArgument(message);
+  }
+  throw_mpi_error(error, call, __FILE__, __LINE__);
 }
 
 // A message shorter than the receiving tensor completes without error in MPI; it is an error here.
@@ -715,6 +729,23 @@ WorkPtr MpiBackend::send(const Tensor& tensor, int dst, int tag) {
 WorkPtr MpiBackend::recv(const Tensor& tensor, int src, int tag) {
   const P2POp op{P2POp::Kind::Recv, tensor, src, tag};
   return point_to_point({&op, 1}, "recv");
+}
+
+// Matched probe and receive: no other thread's receive can take the probed message in between.
+ReceivedMessage MpiBackend::recv_message(int src, int tag) {
+  const Check check(rank_, size_, "recv_message");
+  if (src != kAnySource) check.group_rank(src, "peer");
+  check.tag(tag, tag_upper_bound_);
+  MPI_Message message = MPI_MESSAGE_NULL;
+  MPI_Status status;
+  TT_MPI_CHECK(MPI_Mprobe(src == kAnySource ? MPI_ANY_SOURCE : src, tag, comm_, &message, &status));
+  MPI_Count length = 0;
+  TT_MPI_CHECK(MPI_Get_elements_x(&status, MPI_BYTE, &length));
+  ReceivedMessage received{Tensor::empty({static_cast<std::int64_t>(length)}, {DType::UInt8}), status.MPI_SOURCE};
+  MpiWork work(rank_);
+  const Block block = block_of(length, DType::UInt8, options_.max_count, work);
+  TT_MPI_CHECK(MPI_Mrecv(received.bytes.data_ptr(), block.count, block.datatype, &message, MPI_STATUS_IGNORE));
+  return received;
 }
 
 WorkPtr MpiBackend::batch_p2p(std::span<const P2POp> ops) { return point_to_point(ops, "batch_p2p"); }

@@ -50,6 +50,7 @@ class MpiBackend final : public Backend {
                      std::span<const std::int64_t> input_counts) override;
   WorkPtr send(const Tensor& tensor, int dst, int tag) override;
   WorkPtr recv(const Tensor& tensor, int src, int tag) override;
+  ReceivedMessage recv_message(int src, int tag) override;
   WorkPtr batch_p2p(std::span<const P2POp> ops) override;
   WorkPtr barrier() override;
 

@@ -1,0 +1,70 @@
+// What the point-to-point and the collective methods of TensorTree share: a tree's device and
+// layout, packing it for the wire, moving an arrived payload into a tree, and the per-group record
+// of which layouts every member already knows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tensortree/device.hpp"
+#include "tensortree/group.hpp"
+#include "tensortree/schema.hpp"
+#include "tensortree/storage.hpp"
+#include "tensortree/tree.hpp"
+
+namespace tensortree::detail {
+
+// The one device of the tree's leaves (the CPU for a tree without leaves); NotSupported naming
+// `op` when the leaves are spread over several.
+Device device_of(const TensorTree& tree, std::string_view op);
+
+// A tree's layout, and its consolidated buffer when it has one (else null).
+struct TreeLayout {
+  std::shared_ptr<const Schema> schema;
+  StoragePtr storage;
+};
+TreeLayout layout_of(const TensorTree& tree, Device device);
+
+// A buffer holding the tree's payload from byte 0 with at least `room` bytes behind it: the tree's
+// own consolidated buffer when it has the room and the library allocated it, else a spare buffer
+// the tree is packed into.
+struct Outgoing {
+  StoragePtr buffer;
+  std::shared_ptr<const Schema> schema;
+};
+Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room);
+
+// Moves a checked payload (bytes [0, schema.total_bytes()) of `arrived`) into `tree`, whose layout
+// is `schema`: by exchanging buffers when both are the library's (no copy), by one copy into a
+// consolidated buffer the library does not own (a mapped file stays the tree's buffer), or by
+// unpacking into the leaves of a tree that is not consolidated.
+void take_payload(const TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads);
+
+// "rank 3" or, for messages from kAnySource not yet matched, "an unknown rank".
+std::string rank_name(int rank);
+
+// Per group: the layouts a root has already broadcast (every member then holds their schema) and
+// the schemas this rank has received, by fingerprint.
+class LayoutRegistry {
+ public:
+  static std::shared_ptr<LayoutRegistry> of(const Group& group);
+
+  bool published(std::uint64_t fingerprint) const;
+  void mark_published(std::uint64_t fingerprint);
+  void remember(std::shared_ptr<const Schema> schema);
+  // Null when this rank has not seen that layout on this group.
+  std::shared_ptr<const Schema> find(std::uint64_t fingerprint) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_set<std::uint64_t> published_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<const Schema>> known_;
+};
+
+}  // namespace tensortree::detail

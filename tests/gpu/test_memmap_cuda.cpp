@@ -1,0 +1,69 @@
+// load_memmap(..., {.device = cuda}) copies each mapped leaf to the GPU through two pinned staging
+// buffers, chunk by chunk; memmap_ of a CUDA tree writes the same files as the CPU tree.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+#include "../unit/memmap_test_support.hpp"
+
+using namespace tensortree;
+using namespace memmap_test;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+
+TensorTree mixed_tree() {
+  TensorTree tree(Shape{4});
+  int seed = 1;
+  for (DType dtype : kAllDTypes) tree.set(Path{"dtypes", std::string(dtype_name(dtype))}, patterned({4, 1000}, dtype, seed++));
+  tree.set(Path{"empty"}, Tensor::empty({4, 0}, {DType::Float32}));
+  tree.set(Path{"next", "reward"}, patterned({4}, DType::Float32, seed++));
+  return tree;
+}
+
+}  // namespace
+
+TEST_CASE("a memmap tree loads onto the GPU byte for byte, across many staging chunks") {
+  const ScratchDir scratch;
+  TensorTree tree = mixed_tree();
+  const TensorTree source = tree;
+  memmap_(tree, scratch / "t");
+  for (const std::size_t staging : {std::size_t{4096}, std::size_t{16} << 20}) {
+    INFO("staging " << staging);
+    const TensorTree gpu = load_memmap(scratch / "t", {.device = kGpu, .staging_bytes = staging});
+    for (const auto& [path, leaf] : gpu.leaves()) REQUIRE(leaf.device() == kGpu);
+    require_same_tree(gpu, source);
+  }
+  const TensorTree next = load_memmap(scratch / "t", {.device = kGpu, .sub_path = {"next"}});
+  require_same_tree(next, source.subtree("next"));
+}
+
+TEST_CASE("memmap_ of a CUDA tree writes the files the CPU tree writes") {
+  const ScratchDir scratch;
+  TensorTree cpu = mixed_tree();
+  TensorTree gpu = cpu.to(kGpu);
+  memmap_(cpu, scratch / "cpu");
+  memmap_(gpu, scratch / "gpu");
+  CHECK(gpu.get(Path{"next", "reward"}).device() == Device::cpu());  // the leaves now view the files
+  for (const auto& [path, leaf] : cpu.leaves()) {
+    INFO(path_str(path));
+    const auto cpu_leaf = load_memmap(scratch / "cpu").get(path);
+    CHECK(bytes_of(load_memmap(scratch / "gpu").get(path)) == bytes_of(cpu_leaf));
+  }
+  CHECK(read_text(scratch / "cpu" / "meta.json") == read_text(scratch / "gpu" / "meta.json"));
+}
+
+TEST_CASE("host-to-device throughput of a 512 MiB memmap load") {
+  const ScratchDir scratch;
+  TensorTree tree(Shape{512}, {{"frames", Tensor::arange({512, 1 << 20}, 1, 1, {DType::UInt8})}});
+  memmap_(tree, scratch / "big", {.durable = false});
+  (void)load_memmap(scratch / "big", {.device = kGpu});  // warm: the page cache and the CUDA context
+  const auto start = std::chrono::steady_clock::now();
+  const TensorTree gpu = load_memmap(scratch / "big", {.device = kGpu});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  WARN("load_memmap of 512 MiB onto " << kGpu.str() << ": " << 512.0 / 1024 / seconds << " GB/s (page cache -> pinned -> device)");
+  const Tensor host = gpu.get("frames").to(Device::cpu());
+  const auto* data = static_cast<const std::uint8_t*>(host.data_ptr());
+  for (std::int64_t i = 0; i < host.numel(); i += 4099) REQUIRE(data[i] == static_cast<std::uint8_t>(1 + i));
+}

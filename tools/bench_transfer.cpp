@@ -1,0 +1,501 @@
+// bench_transfer: what moving a whole tree from rank 0 to rank 1 costs, by transfer mode, against
+// raw MPI moving the same bytes.
+//
+// Modes (one row each per tree):
+//   consolidated   tree.send() of an already-consolidated tree into a consolidated receiver (one message)
+//   pack+send      tree.send() of a tree that is not consolidated: packing into the wire buffer included
+//   per-leaf       tree.send({.mode = PerLeaf}): one message per leaf (TensorDict's default)
+//   raw-buffer     MPI_Send of one buffer of the tree's total bytes (the baseline)
+//   raw-per-leaf   one MPI_Send per leaf, of that leaf's bytes
+// Rank 0 sends N transfers back to back, rank 1 receives them and acknowledges the last one:
+// us/transfer = rank 0's time from the first send to the acknowledgement, over N. N adapts to the
+// size (enough transfers for --seconds, at least --min-iters) unless --iters fixes it; --warmup
+// untimed transfers (each acknowledged) come first and estimate the time. Each mode is timed
+// --repeats times, the modes taking turns, and the best stretch counts (on a busy machine the
+// others are noise). vs_raw_buffer is the raw-buffer time over this mode's time (1 = as fast as one
+// MPI_Send of the same bytes; above 1 = faster).
+//
+// After the timed loop, each mode makes one more transfer of values that depend on the mode and the
+// transfer's number (so stale data from an earlier transfer cannot pass), and rank 1 checks every
+// element (#wrong). Exits 1 when any element was wrong.
+//
+// This program is the one place outside src/dist that calls MPI itself, for the raw baselines only
+// (on MPI_COMM_WORLD, whose ranks are the world group's ranks: DistributedContext initialises MPI).
+//
+//   mpiexec -n 2 bench_transfer            tiny trees (CI)
+//   mpiexec -n 2 bench_transfer --full     the trees: 100 x 640 KiB, 1000 x 4 KiB, 1000 x 256 B, 10000 x 64 B
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench_table.hpp"
+#include "tensortree/dist_context.hpp"
+#include "tensortree/dist_ops.hpp"
+#include "tensortree/tensortree.hpp"
+
+using namespace tensortree;
+
+namespace {
+
+constexpr int kSender = 0;
+constexpr int kReceiver = 1;
+constexpr int kDataTag = 11;
+constexpr int kAckTag = 12;
+
+struct Options {
+  std::vector<std::string> cases;
+  bool full = false;
+  int iters = 0;  // 0: adaptive
+  int warmup = 3;
+  int min_iters = 0;        // 0: 20 with --full, 5 otherwise
+  int repeats = 0;          // 0: 3 with --full, 1 otherwise
+  double seconds = 0;       // 0: 0.3 with --full, 0.02 otherwise
+  bool csv = false;
+};
+
+const std::vector<std::string> kFullCases = {"100x640KiB", "1000x4KiB", "1000x256B", "10000x64B"};
+const std::vector<std::string> kSmallCases = {"10x64KiB", "100x256B"};
+
+// ---- cases: "<leaves>x<bytes per leaf>" with B, KiB (K) or MiB (M) ---------------------------------------
+struct Case {
+  std::string name;
+  std::int64_t leaves;
+  std::int64_t leaf_bytes;
+
+  std::int64_t total_bytes() const { return leaves * leaf_bytes; }
+};
+
+Case parse_case(const std::string& text) {
+  const auto bad = [&](const char* why) -> Case {
+    std::string message = "--cases: '";
+    message += text;
+    message += "' ";
+    message += why;
+    message += " (expected e.g. 100x640KiB, 1000x256B)";
+    throw CLI::ValidationError(message);
+  };
+  const std::size_t x = text.find('x');
+  if (x == std::string::npos || x == 0) return bad("has no '<leaves>x'");
+  std::size_t used = 0;
+  std::int64_t leaves = 0;
+  std::int64_t amount = 0;
+  try {
+    leaves = std::stoll(text.substr(0, x), &used);
+    if (used != x) return bad("has a malformed leaf count");
+    const std::string size = text.substr(x + 1);
+    amount = std::stoll(size, &used);
+    const std::string unit = size.substr(used);
+    static const std::map<std::string, std::int64_t> kUnits = {
+        {"", 1}, {"B", 1}, {"K", 1024}, {"KiB", 1024}, {"M", 1 << 20}, {"MiB", 1 << 20}};
+    const auto it = kUnits.find(unit);
+    if (it == kUnits.end()) return bad("has an unknown unit");
+    amount *= it->second;
+  } catch (const std::logic_error&) {
+    return bad("is not a number");
+  }
+  if (leaves < 1 || leaves > 1000000) return bad("needs 1 to 1000000 leaves");
+  if (amount < 4 || amount % 4 != 0 || amount > (std::int64_t{1} << 30)) {
+    return bad("needs a leaf size that is a multiple of 4 bytes, up to 1 GiB");
+  }
+  if (leaves * amount > (std::int64_t{1} << 30)) return bad("holds more than 1 GiB (MPI_Send counts bytes in an int)");
+  return {text, leaves, amount};
+}
+
+// ---- data: uint32 leaves whose values depend on (stamp, leaf, element) -------------------------------------
+inline std::uint32_t value_of(std::uint32_t stamp, std::int64_t leaf, std::int64_t element) {
+  return stamp * 0x9E3779B1u + static_cast<std::uint32_t>(leaf) * 65537u + static_cast<std::uint32_t>(element);
+}
+
+std::string leaf_path(std::int64_t leaf) {
+  // Nested: 100 leaves per sub-tree.
+  char text[48];
+  std::snprintf(text, sizeof text, "g%04lld.l%02lld", static_cast<long long>(leaf / 100),
+                static_cast<long long>(leaf % 100));
+  return text;
+}
+
+TensorTree make_tree(const Case& c) {
+  TensorTree tree{Shape{}};
+  const std::int64_t elements = c.leaf_bytes / 4;
+  for (std::int64_t leaf = 0; leaf < c.leaves; ++leaf) {
+    tree.set(leaf_path(leaf), Tensor::zeros({elements}, {DType::UInt32}));
+  }
+  return tree;
+}
+
+// The leaves in index order (their paths sort as their indices do).
+std::vector<Tensor> leaves_of(const TensorTree& tree, const Case& c) {
+  std::vector<Tensor> leaves;
+  leaves.reserve(static_cast<std::size_t>(c.leaves));
+  for (std::int64_t leaf = 0; leaf < c.leaves; ++leaf) leaves.push_back(tree.get(leaf_path(leaf)));
+  return leaves;
+}
+
+void fill_block(std::uint32_t* data, std::uint32_t stamp, std::int64_t leaf, std::int64_t elements) {
+  for (std::int64_t e = 0; e < elements; ++e) data[e] = value_of(stamp, leaf, e);
+}
+
+std::int64_t wrong_in_block(const std::uint32_t* data, std::uint32_t stamp, std::int64_t leaf, std::int64_t elements) {
+  std::int64_t wrong = 0;
+  for (std::int64_t e = 0; e < elements; ++e) wrong += data[e] != value_of(stamp, leaf, e) ? 1 : 0;
+  return wrong;
+}
+
+// Writes in place, so a consolidated tree stays consolidated.
+void fill_tree(const TensorTree& tree, const Case& c, std::uint32_t stamp) {
+  const std::vector<Tensor> leaves = leaves_of(tree, c);
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    fill_block(leaves[i].data<std::uint32_t>(), stamp, static_cast<std::int64_t>(i), leaves[i].numel());
+  }
+}
+
+std::int64_t wrong_in_tree(const TensorTree& tree, const Case& c, std::uint32_t stamp) {
+  std::int64_t wrong = 0;
+  const std::vector<Tensor> leaves = leaves_of(tree, c);
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    wrong += wrong_in_block(leaves[i].data<std::uint32_t>(), stamp, static_cast<std::int64_t>(i), leaves[i].numel());
+  }
+  return wrong;
+}
+
+// The raw buffer holds the leaves one after another.
+void fill_buffer(const Tensor& buffer, const Case& c, std::uint32_t stamp) {
+  const std::int64_t elements = c.leaf_bytes / 4;
+  for (std::int64_t leaf = 0; leaf < c.leaves; ++leaf) {
+    fill_block(buffer.data<std::uint32_t>() + leaf * elements, stamp, leaf, elements);
+  }
+}
+
+std::int64_t wrong_in_buffer(const Tensor& buffer, const Case& c, std::uint32_t stamp) {
+  const std::int64_t elements = c.leaf_bytes / 4;
+  std::int64_t wrong = 0;
+  for (std::int64_t leaf = 0; leaf < c.leaves; ++leaf) {
+    wrong += wrong_in_block(buffer.data<std::uint32_t>() + leaf * elements, stamp, leaf, elements);
+  }
+  return wrong;
+}
+
+// ---- modes ------------------------------------------------------------------------------------------------
+enum class Mode { Consolidated, PackSend, PerLeaf, RawBuffer, RawPerLeaf };
+
+const char* mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::Consolidated: return "consolidated";
+    case Mode::PackSend: return "pack+send";
+    case Mode::PerLeaf: return "per-leaf";
+    case Mode::RawBuffer: return "raw-buffer";
+    case Mode::RawPerLeaf: return "raw-per-leaf";
+  }
+  return "?";
+}
+
+void mpi_check(int code, const char* what) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  std::string message = what;
+  message += ": ";
+  message += std::string(text, static_cast<std::size_t>(length));
+  throw BackendError(message);
+}
+
+// What one mode sends and receives into, on this rank.
+struct Endpoint {
+  Mode mode;
+  const Case& c;
+  const Group& world;
+  int rank;
+  TensorTree tree;               // tree modes (consolidated on both ends for Mode::Consolidated)
+  Tensor buffer;                 // raw-buffer
+  std::vector<Tensor> leaves;    // raw-per-leaf: the leaves of a tree that is not consolidated
+
+  void fill(std::uint32_t stamp) const {
+    if (mode == Mode::RawBuffer) {
+      fill_buffer(buffer, c, stamp);
+    } else {
+      fill_tree(tree, c, stamp);
+    }
+  }
+
+  std::int64_t wrong(std::uint32_t stamp) const {
+    if (mode == Mode::RawBuffer) return wrong_in_buffer(buffer, c, stamp);
+    std::int64_t wrong = wrong_in_tree(tree, c, stamp);
+    // A consolidated receiver must still be consolidated (swapped buffers, not a silent unpack).
+    if (mode == Mode::Consolidated && !tree.is_consolidated()) wrong += 1;
+    return wrong;
+  }
+
+  void transfer() {
+    switch (mode) {
+      case Mode::Consolidated:
+      case Mode::PackSend:
+      case Mode::PerLeaf: {
+        const TransferMode how = mode == Mode::PerLeaf ? TransferMode::PerLeaf : TransferMode::Consolidated;
+        if (rank == kSender) {
+          tree.send(kReceiver, world, {.tag = kDataTag, .mode = how});
+        } else {
+          tree.recv(kSender, world, {.tag = kDataTag, .mode = how});
+        }
+        return;
+      }
+      case Mode::RawBuffer: {
+        const int count = static_cast<int>(c.total_bytes());
+        if (rank == kSender) {
+          mpi_check(MPI_Send(buffer.data_ptr(), count, MPI_BYTE, kReceiver, kDataTag, MPI_COMM_WORLD), "MPI_Send");
+        } else {
+          mpi_check(MPI_Recv(buffer.data_ptr(), count, MPI_BYTE, kSender, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                    "MPI_Recv");
+        }
+        return;
+      }
+      case Mode::RawPerLeaf: {
+        const int count = static_cast<int>(c.leaf_bytes);
+        for (const Tensor& leaf : leaves) {
+          if (rank == kSender) {
+            mpi_check(MPI_Send(leaf.data_ptr(), count, MPI_BYTE, kReceiver, kDataTag, MPI_COMM_WORLD), "MPI_Send");
+          } else {
+            mpi_check(MPI_Recv(leaf.data_ptr(), count, MPI_BYTE, kSender, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                      "MPI_Recv");
+          }
+        }
+        return;
+      }
+    }
+  }
+};
+
+Endpoint make_endpoint(Mode mode, const Case& c, const Group& world, int rank) {
+  Endpoint end{mode, c, world, rank, {}, {}, {}};
+  switch (mode) {
+    case Mode::Consolidated: end.tree = make_tree(c).consolidate(); break;
+    case Mode::PackSend:
+      // The sender's tree is not consolidated (every send packs it); the receiver's is.
+      end.tree = rank == kSender ? make_tree(c) : make_tree(c).consolidate();
+      break;
+    case Mode::PerLeaf: end.tree = make_tree(c); break;
+    case Mode::RawBuffer: end.buffer = Tensor::zeros({c.total_bytes() / 4}, {DType::UInt32}); break;
+    case Mode::RawPerLeaf:
+      end.tree = make_tree(c);
+      end.leaves = leaves_of(end.tree, c);
+      break;
+  }
+  return end;
+}
+
+// The acknowledgement that closes a timed stretch (the same small dist_ops message for every mode).
+void acknowledge(const Group& world, int rank) {
+  const Tensor token = Tensor::zeros({1}, {DType::Int32});
+  if (rank == kReceiver) {
+    dist::send(token, kSender, world, kAckTag);
+  } else {
+    dist::recv(token, kReceiver, world, kAckTag);
+  }
+}
+
+struct Measurement {
+  double seconds = 0;  // per transfer, on rank 0: the best of the repeats
+  int iters = 0;
+  std::int64_t wrong = 0;
+};
+
+double elapsed_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Warmup transfers, each acknowledged so that rank 0 can estimate the time of one; rank 0 then picks
+// the number of timed transfers and rank 1 learns it.
+int choose_iters(Endpoint& end, const Options& o, const Group& world, int rank) {
+  const int warmup = std::max(o.warmup, 1);
+  dist::barrier(world);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < warmup; ++i) {
+    end.transfer();
+    acknowledge(world, rank);
+  }
+  const double estimate = elapsed_since(start) / warmup;
+  const Tensor iters = Tensor::zeros({1}, {DType::Int64});
+  if (rank == kSender) {
+    std::int64_t n = o.iters;
+    if (n <= 0) {
+      const double wanted = std::ceil(o.seconds / std::max(estimate, 1e-9));
+      n = static_cast<std::int64_t>(std::clamp(wanted, static_cast<double>(o.min_iters), 1e6));
+    }
+    iters.data<std::int64_t>()[0] = n;
+  }
+  dist::broadcast(iters, kSender, world);
+  return static_cast<int>(iters.data<std::int64_t>()[0]);
+}
+
+// `n` transfers back to back, closed by one acknowledgement: seconds per transfer on rank 0.
+double timed(Endpoint& end, int n, const Group& world, int rank) {
+  dist::barrier(world);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) end.transfer();
+  acknowledge(world, rank);
+  return elapsed_since(start) / n;
+}
+
+// One more transfer, of values no earlier transfer held, checked element by element on rank 1;
+// every rank gets the count of wrong elements.
+std::int64_t checked_transfer(Endpoint& end, std::uint32_t stamp, const Group& world, int rank) {
+  if (rank == kSender) end.fill(stamp);
+  end.transfer();
+  const Tensor wrong = Tensor::zeros({1}, {DType::Int64});
+  if (rank == kReceiver) wrong.data<std::int64_t>()[0] = end.wrong(stamp);
+  dist::broadcast(wrong, kReceiver, world);
+  return wrong.data<std::int64_t>()[0];
+}
+
+struct Rows {
+  bench::Table table;
+  std::int64_t wrong = 0;
+  std::vector<std::string> notes;
+};
+
+void run_case(const Case& c, const Options& o, const Group& world, int rank, std::uint32_t& stamp, Rows& rows) {
+  // The baseline first; the table lists the tree modes first.
+  const std::vector<Mode> modes = {Mode::RawBuffer, Mode::Consolidated, Mode::PackSend, Mode::PerLeaf,
+                                   Mode::RawPerLeaf};
+  std::vector<Endpoint> ends;
+  ends.reserve(modes.size());
+  for (Mode mode : modes) {
+    ends.push_back(make_endpoint(mode, c, world, rank));
+    if (rank == kSender) ends.back().fill(stamp);
+    stamp += 1000003u;
+  }
+  std::map<Mode, Measurement> results;
+  for (std::size_t i = 0; i < modes.size(); ++i) results[modes[i]].iters = choose_iters(ends[i], o, world, rank);
+  // The repeats go round the modes, so that a noisy moment does not fall on one mode only.
+  for (int repeat = 0; repeat < std::max(o.repeats, 1); ++repeat) {
+    for (std::size_t i = 0; i < modes.size(); ++i) {
+      Measurement& m = results[modes[i]];
+      const double seconds = timed(ends[i], m.iters, world, rank);
+      m.seconds = repeat == 0 ? seconds : std::min(m.seconds, seconds);
+    }
+  }
+  for (std::size_t i = 0; i < modes.size(); ++i) {
+    results[modes[i]].wrong = checked_transfer(ends[i], stamp, world, rank);
+    stamp += 1000003u;
+  }
+
+  const double raw = results[Mode::RawBuffer].seconds;
+  const double mib = static_cast<double>(c.total_bytes()) / (1 << 20);
+  for (Mode mode : {Mode::Consolidated, Mode::PackSend, Mode::PerLeaf, Mode::RawBuffer, Mode::RawPerLeaf}) {
+    const Measurement& m = results[mode];
+    rows.wrong += m.wrong;
+    rows.table.add({c.name, std::to_string(c.leaves), bench::fixed(mib, 3), mode_name(mode),
+                    bench::fixed(m.seconds * 1e6, 1),
+                    bench::fixed(static_cast<double>(c.total_bytes()) / m.seconds / 1e9, 3),
+                    bench::fixed(raw / m.seconds, 2),
+                    std::to_string(m.iters), std::to_string(m.wrong)});
+  }
+  const double consolidated = results[Mode::Consolidated].seconds;
+  std::string note = "# ";
+  note += c.name;
+  note += ": consolidated/raw-buffer speed ";
+  note += bench::fixed(raw / consolidated, 2);
+  note += "; consolidated is ";
+  note += bench::fixed(results[Mode::PerLeaf].seconds / consolidated, 1);
+  note += "x as fast as per-leaf, ";
+  note += bench::fixed(results[Mode::RawPerLeaf].seconds / consolidated, 1);
+  note += "x as fast as raw-per-leaf";
+  rows.notes.push_back(note);
+}
+
+void add_flags(CLI::App& app, Options& o) {
+  app.add_option("--cases", o.cases,
+                 "trees as <leaves>x<bytes per leaf> (B, KiB, MiB), e.g. 100x640KiB 1000x256B; "
+                 "default: 10x64KiB 100x256B, or with --full 100x640KiB 1000x4KiB 1000x256B 10000x64B")
+      ->delimiter(',');
+  app.add_flag("--full", o.full, "the issue's trees, with longer timing");
+  app.add_option("--iters", o.iters, "timed transfers per mode (default: adaptive)")->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup", o.warmup, "untimed transfers per mode (at least 1 is made)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--min-iters", o.min_iters, "fewest timed transfers when adaptive (default 20 with --full, else 5)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seconds", o.seconds, "timed seconds per stretch when adaptive (default 0.3 with --full, else 0.02)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--repeats", o.repeats,
+                 "timed stretches per mode, taken in turn with the other modes; the best counts "
+                 "(default 3 with --full, else 1)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--csv", o.csv, "print CSV instead of a table");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tree transfer modes against raw MPI, rank 0 to rank 1; run under mpiexec -n 2"};
+  Options o;
+  add_flags(app, o);
+  CLI11_PARSE(app, argc, argv);
+  if (o.min_iters <= 0) o.min_iters = o.full ? 20 : 5;
+  if (o.seconds <= 0) o.seconds = o.full ? 0.3 : 0.02;
+  if (o.repeats <= 0) o.repeats = o.full ? 3 : 1;
+  std::vector<Case> cases;
+  try {
+    for (const std::string& name : o.cases.empty() ? (o.full ? kFullCases : kSmallCases) : o.cases) {
+      cases.push_back(parse_case(name));
+    }
+  } catch (const CLI::Error& error) {
+    return app.exit(error);
+  }
+
+  DistributedContext context(&argc, &argv);
+  const int rank = context.rank();
+  if (context.size() != 2) {
+    if (rank == 0) std::fprintf(stderr, "bench_transfer runs on exactly 2 ranks: mpiexec -n 2 bench_transfer\n");
+    return 1;
+  }
+  try {
+    Rows rows{bench::Table({"tree", "leaves", "MiB", "mode", "us/transfer", "GB/s", "vs_raw_buffer", "iters", "#wrong"},
+                           o.csv),
+              0,
+              {}};
+    std::uint32_t stamp = 1;
+    for (const Case& c : cases) run_case(c, o, context.world(), rank, stamp, rows);
+    if (rank == kSender) {
+      if (!o.csv) {
+        std::string timing;
+        if (o.iters > 0) {
+          timing += "iters ";
+          timing += std::to_string(o.iters);
+        } else {
+          timing += "adaptive: ";
+          timing += bench::fixed(o.seconds, 2);
+          timing += " s per stretch, at least ";
+          timing += std::to_string(o.min_iters);
+          timing += " transfers";
+        }
+            std::printf("# bench_transfer: rank 0 -> rank 1, backend %s, warmup %d, %s, best of %d\n",
+                    std::string(context.world().backend(Device::cpu()).name()).c_str(), std::max(o.warmup, 1),
+                    timing.c_str(), std::max(o.repeats, 1));
+      }
+      rows.table.print();
+      if (!o.csv) {
+        for (const std::string& note : rows.notes) std::printf("%s\n", note.c_str());
+        std::printf("# wrong elements: %lld %s\n", static_cast<long long>(rows.wrong),
+                    rows.wrong == 0 ? "OK" : "FAILED");
+      }
+      std::fflush(stdout);
+    }
+    return rows.wrong == 0 ? 0 : 1;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, error.what());
+    // Leaving without finalizing MPI makes mpiexec end the other rank, which may be waiting for
+    // a message this rank will never send.
+    std::exit(EXIT_FAILURE);
+  }
+}
