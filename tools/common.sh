@@ -1,0 +1,65 @@
+# What tools/test and tools/main-job share: the Debian packages TensorTree needs, installing the
+# missing ones, and configuring a build directory. Sourced, not run; the caller defines log and die.
+
+readonly JOBS=2
+readonly CUDA_HOME_DIR=/usr/local/cuda
+readonly PACKAGES=(
+  meson ninja-build pkg-config g++ catch2 libboost-serialization-dev libopenmpi-dev openmpi-bin
+  libxxhash-dev libdlpack-dev libtbb-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev
+)
+# The options of build/, the directory both scripts build: everything this machine has.
+readonly MAIN_BUILD_OPTIONS=(-Dbuildtype=release -Db_sanitize=none -Dcuda=auto -Dnccl=auto -Dmpi=auto
+  -Dpkgconfig.relocatable=true)
+
+as_root() {
+  if ((EUID == 0)); then
+    "$@"
+  elif command -v sudo >/dev/null; then
+    sudo "$@"
+  else
+    die "need root to run '$*', and sudo is not installed"
+  fi
+}
+
+missing_packages() {
+  local package
+  for package in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
+      printf '%s\n' "$package"
+    fi
+  done
+}
+
+install_missing_packages() {
+  command -v dpkg-query >/dev/null || die "this script installs its tools with apt-get: it needs Debian 12"
+  local -a missing
+  mapfile -t missing < <(missing_packages)
+  if ((${#missing[@]} == 0)); then
+    log "Debian packages: all ${#PACKAGES[@]} present"
+    return
+  fi
+  log "Debian packages: installing ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# nvcc is not on Debian's PATH; Meson looks for it there when deciding whether CUDA is available.
+add_cuda_to_path() {
+  if [[ -d $CUDA_HOME_DIR/bin ]]; then
+    PATH=$CUDA_HOME_DIR/bin:$PATH
+    export PATH
+  fi
+}
+
+# Sets up a build directory, or re-applies the options to an existing one (Meson prints its summary
+# either way). A directory left by an incompatible Meson is wiped and set up again.
+configure() {
+  local dir=$1
+  shift
+  if [[ ! -f $dir/meson-private/coredata.dat ]]; then
+    meson setup "$dir" "$@"
+  elif ! meson setup --reconfigure "$dir" "$@"; then
+    log "$dir: reconfiguring failed; wiping it and setting it up again"
+    meson setup --wipe "$dir" "$@"
+  fi
+}
