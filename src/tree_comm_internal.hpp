@@ -46,9 +46,6 @@ Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room);
 // unpacking into the leaves of a tree that is not consolidated.
 void take_payload(const TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads);
 
-// "rank 3" or, for messages from kAnySource not yet matched, "an unknown rank".
-std::string rank_name(int rank);
-
 // Per group: the layouts a root has already broadcast (every member then holds their schema) and
 // the schemas this rank has received, by fingerprint.
 class LayoutRegistry {

@@ -56,8 +56,6 @@ void take_payload(const TensorTree& tree, const Schema& schema, const StoragePtr
   tree.unpack_from(*arrived, schema, threads);
 }
 
-std::string rank_name(int rank) { return rank >= 0 ? "rank " + std::to_string(rank) : "an unknown rank"; }
-
 // ---- LayoutRegistry ------------------------------------------------------------------------------
 
 std::shared_ptr<LayoutRegistry> LayoutRegistry::of(const Group& group) {

@@ -34,8 +34,6 @@ constexpr std::size_t kChecked = 32;
 
 using Bytes = std::array<std::byte, kWireHeaderBytes>;
 
-std::string sender_name(int sender) { return sender >= 0 ? "rank " + std::to_string(sender) : "an unknown rank"; }
-
 // The spare buffers: few, because each is as large as a whole tree; a free one (only the pool
 // holds it) is handed out again, the least recently added is let go when the pool is full.
 class SparePool {
@@ -85,7 +83,7 @@ WireHeader read_wire_header(const std::byte* at, Device device, int sender, cons
   const auto corrupt = [&](const std::string& problem) {
     std::string message = what;
     message += ": the message from ";
-    message += sender_name(sender);
+    message += rank_name(sender);
     message += " has ";
     message += problem;
     throw CorruptData(message);
@@ -101,6 +99,8 @@ WireHeader read_wire_header(const std::byte* at, Device device, int sender, cons
   }
   return {record.fingerprint.value(), record.payload_bytes.value(), record.schema_bytes.value()};
 }
+
+std::string rank_name(int rank) { return rank >= 0 ? "rank " + std::to_string(rank) : "an unknown rank"; }
 
 StoragePtr spare_buffer(std::size_t nbytes, Device device) {
   static SparePool pool;

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "tensortree/device.hpp"
 #include "tensortree/storage.hpp"
@@ -20,6 +21,9 @@ struct WireHeader {
 
   friend bool operator==(const WireHeader&, const WireHeader&) = default;
 };
+
+// "rank 3" or, for a message from kAnySource not yet matched, "an unknown rank".
+std::string rank_name(int rank);
 
 // Writes the header at `at`, in host or device memory on `device`.
 void write_wire_header(const WireHeader& header, std::byte* at, Device device);
