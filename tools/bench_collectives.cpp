@@ -15,13 +15,13 @@
 #include <complex>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <map>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "bench_table.hpp"
+#include "mpi_program.hpp"
 #include "tensortree/dist_context.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/tensortree.hpp"
@@ -414,24 +414,11 @@ void add_flags(CLI::App& app, Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Bandwidth of one dist_ops collective over a range of sizes (nccl-tests style); run under mpiexec"};
-  Options options;
-  add_flags(app, options);
-  CLI11_PARSE(app, argc, argv);
-
-  DistributedContext context(&argc, &argv);
-  // The context binds each rank to its own GPU; "cuda" means that one.
-  const Device device = options.device == "cuda" ? context.device() : Device::cpu();
-  if (options.device == "cuda" && !device.is_cuda()) {
-    if (context.rank() == 0) std::fprintf(stderr, "no CUDA device: nothing to measure on cuda\n");
-    return 77;
-  }
-  try {
-    return run_benchmark(context, options, device) == 0 ? 0 : 1;
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "rank %d: %s\n", context.rank(), error.what());
-    // Leaving without finalizing MPI makes mpiexec end the other ranks, which may be waiting in a
-    // collective this rank will never join.
-    std::exit(EXIT_FAILURE);
-  }
+  return mpi_program::run<Options>(
+      argc, argv, "Bandwidth of one dist_ops collective over a range of sizes (nccl-tests style); run under mpiexec",
+      add_flags, [](const DistributedContext& context, const Options& options) {
+        const auto device = mpi_program::device_named(context, options.device);
+        if (!device) return 77;
+        return run_benchmark(context, options, *device) == 0 ? 0 : 1;
+      });
 }

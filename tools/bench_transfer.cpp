@@ -34,12 +34,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "bench_table.hpp"
+#include "mpi_program.hpp"
 #include "tensortree/dist_context.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/tensortree.hpp"
@@ -53,8 +53,17 @@ constexpr int kReceiver = 1;
 constexpr int kDataTag = 11;
 constexpr int kAckTag = 12;
 
+struct Case {
+  std::string name;
+  std::int64_t leaves;
+  std::int64_t leaf_bytes;
+
+  std::int64_t total_bytes() const { return leaves * leaf_bytes; }
+};
+
 struct Options {
   std::vector<std::string> cases;
+  std::vector<Case> trees;  // what --cases (or --full) names, parsed
   bool full = false;
   int iters = 0;  // 0: adaptive
   int warmup = 3;
@@ -68,14 +77,6 @@ const std::vector<std::string> kFullCases = {"100x640KiB", "1000x4KiB", "1000x25
 const std::vector<std::string> kSmallCases = {"10x64KiB", "100x256B"};
 
 // ---- cases: "<leaves>x<bytes per leaf>" with B, KiB (K) or MiB (M) ---------------------------------------
-struct Case {
-  std::string name;
-  std::int64_t leaves;
-  std::int64_t leaf_bytes;
-
-  std::int64_t total_bytes() const { return leaves * leaf_bytes; }
-};
-
 Case parse_case(const std::string& text) {
   const auto bad = [&](const char* why) -> Case {
     std::string message = "--cases: '";
@@ -414,6 +415,17 @@ void run_case(const Case& c, const Options& o, const Group& world, int rank, std
   rows.notes.push_back(note);
 }
 
+// The defaults that depend on --full, and the trees --cases names (a CLI::ValidationError where one is
+// unreadable).
+void settle(Options& o) {
+  if (o.min_iters <= 0) o.min_iters = o.full ? 20 : 5;
+  if (o.seconds <= 0) o.seconds = o.full ? 0.3 : 0.02;
+  if (o.repeats <= 0) o.repeats = o.full ? 3 : 1;
+  for (const std::string& name : o.cases.empty() ? (o.full ? kFullCases : kSmallCases) : o.cases) {
+    o.trees.push_back(parse_case(name));
+  }
+}
+
 void add_flags(CLI::App& app, Options& o) {
   app.add_option("--cases", o.cases,
                  "trees as <leaves>x<bytes per leaf> (B, KiB, MiB), e.g. 100x640KiB 1000x256B; "
@@ -432,70 +444,56 @@ void add_flags(CLI::App& app, Options& o) {
                  "(default 3 with --full, else 1)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--csv", o.csv, "print CSV instead of a table");
+  // After parsing: an unreadable case is a flag error like any other.
+  app.final_callback([&o] { settle(o); });
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Tree transfer modes against raw MPI, rank 0 to rank 1; run under mpiexec -n 2"};
-  Options o;
-  add_flags(app, o);
-  CLI11_PARSE(app, argc, argv);
-  if (o.min_iters <= 0) o.min_iters = o.full ? 20 : 5;
-  if (o.seconds <= 0) o.seconds = o.full ? 0.3 : 0.02;
-  if (o.repeats <= 0) o.repeats = o.full ? 3 : 1;
-  std::vector<Case> cases;
-  try {
-    for (const std::string& name : o.cases.empty() ? (o.full ? kFullCases : kSmallCases) : o.cases) {
-      cases.push_back(parse_case(name));
-    }
-  } catch (const CLI::Error& error) {
-    return app.exit(error);
+void print_header(const Options& o, const Group& world) {
+  std::string timing;
+  if (o.iters > 0) {
+    timing += "iters ";
+    timing += std::to_string(o.iters);
+  } else {
+    timing += "adaptive: ";
+    timing += bench::fixed(o.seconds, 2);
+    timing += " s per stretch, at least ";
+    timing += std::to_string(o.min_iters);
+    timing += " transfers";
   }
+  std::printf("# bench_transfer: rank 0 -> rank 1, backend %s, warmup %d, %s, best of %d\n",
+              std::string(world.backend(Device::cpu()).name()).c_str(), std::max(o.warmup, 1), timing.c_str(),
+              std::max(o.repeats, 1));
+}
 
-  DistributedContext context(&argc, &argv);
+// Returns the exit code: 1 when any element was wrong.
+int run_transfers(const DistributedContext& context, const Options& o) {
   const int rank = context.rank();
   if (context.size() != 2) {
     if (rank == 0) std::fprintf(stderr, "bench_transfer runs on exactly 2 ranks: mpiexec -n 2 bench_transfer\n");
     return 1;
   }
-  try {
-    Rows rows{bench::Table({"tree", "leaves", "MiB", "mode", "us/transfer", "GB/s", "vs_raw_buffer", "iters", "#wrong"},
-                           o.csv),
-              0,
-              {}};
-    std::uint32_t stamp = 1;
-    for (const Case& c : cases) run_case(c, o, context.world(), rank, stamp, rows);
-    if (rank == kSender) {
-      if (!o.csv) {
-        std::string timing;
-        if (o.iters > 0) {
-          timing += "iters ";
-          timing += std::to_string(o.iters);
-        } else {
-          timing += "adaptive: ";
-          timing += bench::fixed(o.seconds, 2);
-          timing += " s per stretch, at least ";
-          timing += std::to_string(o.min_iters);
-          timing += " transfers";
-        }
-            std::printf("# bench_transfer: rank 0 -> rank 1, backend %s, warmup %d, %s, best of %d\n",
-                    std::string(context.world().backend(Device::cpu()).name()).c_str(), std::max(o.warmup, 1),
-                    timing.c_str(), std::max(o.repeats, 1));
-      }
-      rows.table.print();
-      if (!o.csv) {
-        for (const std::string& note : rows.notes) std::printf("%s\n", note.c_str());
-        std::printf("# wrong elements: %lld %s\n", static_cast<long long>(rows.wrong),
-                    rows.wrong == 0 ? "OK" : "FAILED");
-      }
-      std::fflush(stdout);
+  Rows rows{bench::Table({"tree", "leaves", "MiB", "mode", "us/transfer", "GB/s", "vs_raw_buffer", "iters", "#wrong"},
+                         o.csv),
+            0,
+            {}};
+  std::uint32_t stamp = 1;
+  for (const Case& c : o.trees) run_case(c, o, context.world(), rank, stamp, rows);
+  if (rank == kSender) {
+    if (!o.csv) print_header(o, context.world());
+    rows.table.print();
+    if (!o.csv) {
+      for (const std::string& note : rows.notes) std::printf("%s\n", note.c_str());
+      std::printf("# wrong elements: %lld %s\n", static_cast<long long>(rows.wrong), rows.wrong == 0 ? "OK" : "FAILED");
     }
-    return rows.wrong == 0 ? 0 : 1;
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, error.what());
-    // Leaving without finalizing MPI makes mpiexec end the other rank, which may be waiting for
-    // a message this rank will never send.
-    std::exit(EXIT_FAILURE);
+    std::fflush(stdout);
   }
+  return rows.wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return mpi_program::run<Options>(
+      argc, argv, "Tree transfer modes against raw MPI, rank 0 to rank 1; run under mpiexec -n 2", add_flags,
+      run_transfers);
 }

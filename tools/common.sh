@@ -5,7 +5,8 @@ readonly JOBS=2
 readonly CUDA_HOME_DIR=/usr/local/cuda
 readonly PACKAGES=(
   meson ninja-build pkg-config g++ catch2 libboost-serialization-dev libopenmpi-dev openmpi-bin
-  libxxhash-dev libdlpack-dev libtbb-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev
+  libxxhash-dev libdlpack-dev libtbb-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev cmake
+  libtorch-dev
 )
 # The options of build/, the directory both scripts build: everything this machine has.
 readonly MAIN_BUILD_OPTIONS=(-Dbuildtype=release -Db_sanitize=none -Dcuda=auto -Dnccl=auto -Dmpi=auto

@@ -42,7 +42,7 @@ void print_entry(const MemmapEntryInfo& entry) {
     return;
   }
   std::string status;
-  if (entry.file_bytes < 0) {
+  if (entry.file_bytes < 0 && entry.nbytes > 0) {  // a leaf of no bytes needs no file
     status = "  !! file missing or not a regular file";
   } else if (static_cast<std::uint64_t>(entry.file_bytes) != entry.nbytes) {
     status = "  !! file holds ";

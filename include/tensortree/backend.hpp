@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "tensortree/export.hpp"
 #include "tensortree/reduce_op.hpp"
 #include "tensortree/tensor.hpp"
 #include "tensortree/work.hpp"
@@ -40,11 +41,22 @@ struct ReceivedMessage {
   int source = -1;
 };
 
-class Backend {
+// What a backend can do, for code that must choose (never compare backend names).
+struct BackendCapabilities {
+  bool any_source = false;              // recv and irecv accept kAnySource
+  bool unknown_length_messages = false;  // recv_message; a receive longer than the message is an error
+  bool bitwise_reductions = false;       // ReduceOp::BitwiseAnd/Or/Xor
+  bool host_memory = false;              // moves tensors in host memory
+  bool cuda_memory = false;              // moves tensors in CUDA device memory
+  bool ordered_by_posting = false;       // matches messages in posting order and ignores tags
+};
+
+class TT_API Backend {
  public:
   virtual ~Backend() = default;
 
   virtual std::string_view name() const = 0;
+  virtual BackendCapabilities capabilities() const = 0;
   virtual int rank() const = 0;
   virtual int size() const = 0;
 

@@ -6,11 +6,13 @@
 #include <string>
 #include <string_view>
 
+#include "tensortree/export.hpp"
+
 namespace tensortree {
 
 enum class DeviceType : unsigned char { CPU, CUDA };
 
-class Device {
+class TT_API Device {
  public:
   constexpr Device() = default;
   constexpr Device(DeviceType type, int index) : type_(type), index_(index) {}
@@ -36,16 +38,16 @@ class Device {
   int index_ = -1;
 };
 
-std::ostream& operator<<(std::ostream& os, Device device);
+TT_API std::ostream& operator<<(std::ostream& os, Device device);
 
 // Number of usable CUDA devices; 0 when built without CUDA or when no device or driver is present.
-int cuda_device_count();
+TT_API int cuda_device_count();
 
 // The device memory is actually placed on: cpu() for any CPU device, cuda(-1) as the current CUDA
 // device. NotSupported when no CUDA device is usable; InvalidArgument for an index that does not exist.
-Device resolve_device(Device device);
+TT_API Device resolve_device(Device device);
 
 // What this build of the library includes ("cuda=yes nccl=yes mpi=yes").
-std::string build_features();
+TT_API std::string build_features();
 
 }  // namespace tensortree

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tensortree/export.hpp"
 #include "tensortree/group.hpp"
 
 namespace tensortree {
@@ -15,7 +16,7 @@ struct MeshDim {
   int size;
 };
 
-class DeviceMesh {
+class TT_API DeviceMesh {
  public:
   // Collective over `parent`: every member calls it with the same dims, whose sizes multiply to
   // parent.size(). Ranks are laid out in C order (the last dimension varies fastest).

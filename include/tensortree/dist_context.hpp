@@ -9,11 +9,12 @@
 
 #include "tensortree/device.hpp"
 #include "tensortree/device_mesh.hpp"
+#include "tensortree/export.hpp"
 #include "tensortree/group.hpp"
 
 namespace tensortree {
 
-class DistributedContext {
+class TT_API DistributedContext {
  public:
   // argc/argv go to MPI_Init when this context initialises MPI.
   explicit DistributedContext(int* argc = nullptr, char*** argv = nullptr);

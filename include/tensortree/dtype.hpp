@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "tensortree/export.hpp"
 #include "tensortree/float_types.hpp"
 
 namespace tensortree {
@@ -40,22 +41,22 @@ inline constexpr std::array<DType, 17> kAllDTypes = {
     DType::Float8_e4m3fn, DType::Float8_e5m2,
 };
 
-std::size_t itemsize(DType dtype);
+TT_API std::size_t itemsize(DType dtype);
 // "float32", "int64", "bool", "float8_e4m3fn": PyTorch's names without the "torch." prefix.
-std::string_view dtype_name(DType dtype);
+TT_API std::string_view dtype_name(DType dtype);
 // Accepts "float32" and "torch.float32", plus PyTorch's aliases ("float", "half", "long"...).
 // Throws InvalidArgument naming the unknown string.
-DType parse_dtype(std::string_view name);
+TT_API DType parse_dtype(std::string_view name);
 // True when the raw value names a DType (for decoding untrusted bytes).
-bool is_valid_dtype(std::uint8_t raw);
+TT_API bool is_valid_dtype(std::uint8_t raw);
 // InvalidArgument naming the raw value of a DType outside the enumeration.
-[[noreturn]] void throw_invalid_dtype(DType dtype);
+[[noreturn]] TT_API void throw_invalid_dtype(DType dtype);
 
-bool is_floating_point(DType dtype);  // float16/bfloat16/float32/float64/float8_*
-bool is_complex(DType dtype);
-bool is_integral(DType dtype);        // signed and unsigned integers, not bool
+TT_API bool is_floating_point(DType dtype);  // float16/bfloat16/float32/float64/float8_*
+TT_API bool is_complex(DType dtype);
+TT_API bool is_integral(DType dtype);        // signed and unsigned integers, not bool
 
-std::ostream& operator<<(std::ostream& os, DType dtype);
+TT_API std::ostream& operator<<(std::ostream& os, DType dtype);
 
 // The C++ element type of each DType, and back.
 template <DType D> struct dtype_traits;

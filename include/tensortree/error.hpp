@@ -4,45 +4,47 @@
 #include <stdexcept>
 #include <string>
 
+#include "tensortree/export.hpp"
+
 namespace tensortree {
 
-class Error : public std::runtime_error {
+class TT_API Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
 // A caller passed something the operation cannot accept (shape, dtype, rank, root, list length...).
-class InvalidArgument : public Error {
+class TT_API InvalidArgument : public Error {
  public:
   using Error::Error;
 };
 
 // Two sides disagree on the layout of a tree (fingerprints, sizes, structure).
-class SchemaMismatch : public Error {
+class TT_API SchemaMismatch : public Error {
  public:
   using Error::Error;
 };
 
 // Bytes from a peer or a file violate the format; never trusted, never crash.
-class CorruptData : public Error {
+class TT_API CorruptData : public Error {
  public:
   using Error::Error;
 };
 
 // A foreign API (CUDA, NCCL, MPI, the OS) reported failure; the message holds its text and file:line.
-class BackendError : public Error {
+class TT_API BackendError : public Error {
  public:
   using Error::Error;
 };
 
 // A wait ran past its deadline.
-class Timeout : public Error {
+class TT_API Timeout : public Error {
  public:
   using Error::Error;
 };
 
 // The operation exists but not for this backend, device or dtype, or the library was built without it.
-class NotSupported : public Error {
+class TT_API NotSupported : public Error {
  public:
   using Error::Error;
 };

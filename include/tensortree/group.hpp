@@ -7,6 +7,7 @@
 
 #include "tensortree/backend.hpp"
 #include "tensortree/device.hpp"
+#include "tensortree/export.hpp"
 
 namespace tensortree {
 
@@ -14,7 +15,7 @@ namespace detail {
 class GroupState;
 }  // namespace detail
 
-class Group {
+class TT_API Group {
  public:
   Group() = default;
   explicit Group(std::shared_ptr<detail::GroupState> state);

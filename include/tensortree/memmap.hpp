@@ -20,6 +20,7 @@
 
 #include "tensortree/device.hpp"
 #include "tensortree/dtype.hpp"
+#include "tensortree/export.hpp"
 #include "tensortree/path.hpp"
 #include "tensortree/shape.hpp"
 #include "tensortree/tree.hpp"
@@ -68,36 +69,38 @@ struct LoadMemmapOptions {
 // and makes its leaves views of the mapped files (read-write), so later in-place writes go to the
 // files. A killed save leaves the previous tree loadable; of two concurrent saves one wins.
 // InvalidArgument for keys meta.json cannot hold ("shape", "device", "_type" and non-UTF-8 keys).
-void memmap_(TensorTree& tree, const std::filesystem::path& dir, const MemmapOptions& options = {});
+TT_API void memmap_(TensorTree& tree, const std::filesystem::path& dir, const MemmapOptions& options = {});
 
 // Maps the tree saved under `dir`. The mappings are shared with every process that maps the files:
 // a file truncated by someone else while mapped makes touching its lost pages fault (SIGBUS), as
 // with any mmap. CorruptData (naming the file, the key path and the sizes) for
 // anything that breaks the layout: missing or truncated files, symbolic links, bad meta.json fields;
-// NotSupported for TensorDict features this library has no counterpart for (nested tensors,
+// a leaf of zero bytes needs no file (TensorDict writes none). A file longer than its leaf is
+// CorruptData too, although TensorDict reads only the bytes it needs: meta.json and the file then
+// disagree, and which one is wrong cannot be told. NotSupported for TensorDict features this library has no counterpart for (nested tensors,
 // tensorclasses, non-tensor data).
-TensorTree load_memmap(const std::filesystem::path& dir, const LoadMemmapOptions& options = {});
+TT_API TensorTree load_memmap(const std::filesystem::path& dir, const LoadMemmapOptions& options = {});
 
 // A tree of `tree`'s structure, dtypes and shapes under `dir`, zero-filled: the files are sparse
 // (ftruncate), so nothing is written but the metadata. Its leaves view the files read-write.
-TensorTree memmap_like(const TensorTree& tree, const std::filesystem::path& dir,
-                       const MemmapOptions& options = {});
+TT_API TensorTree memmap_like(const TensorTree& tree, const std::filesystem::path& dir,
+                              const MemmapOptions& options = {});
 
 // Preallocates a tree of capacity `batch_size` on disk (a replay buffer of N steps): every leaf of
 // `templ` becomes a zero-filled leaf of shape batch_size + (its shape without the first
 // templ.batch_dims() dimensions), and every node's batch_size is rewritten the same way. So a
 // template holding one step (batch_size {}) and batch_size {N} gives leaves of shape {N, ...}.
 // Several processes can then load_memmap(dir, ReadWrite) and write disjoint rows.
-TensorTree empty_memmap(const std::filesystem::path& dir, const TensorTree& templ, Shape batch_size,
-                        const MemmapOptions& options = {});
+TT_API TensorTree empty_memmap(const std::filesystem::path& dir, const TensorTree& templ, Shape batch_size,
+                               const MemmapOptions& options = {});
 
 // ---- the file names ---------------------------------------------------------------------------
 // TensorDict's robust key encoding: / < > : " | ? * \ space NUL % control characters and DEL become
 // %XX (upper-case hex); besides, the empty key is "%", "." is "%2E" and ".." is "%2E%2E", so that
 // every key is one ordinary directory entry.
-std::string encode_memmap_key(std::string_view key);
+TT_API std::string encode_memmap_key(std::string_view key);
 // The reverse; CorruptData for a malformed name ("%" not followed by two hex digits, a "/" or NUL).
-std::string decode_memmap_key(std::string_view name);
+TT_API std::string decode_memmap_key(std::string_view name);
 
 // ---- inspection without reading data -------------------------------------------------------------
 // One node or leaf of a saved tree, as its metadata describes it.
@@ -120,6 +123,6 @@ struct MemmapListing {
 
 // Reads only the meta.json files and the leaf files' sizes (stat). Throws as load_memmap() does for
 // broken metadata; leaf files that would fail the load are listed in `problems` instead.
-MemmapListing list_memmap(const std::filesystem::path& dir, const Path& sub_path = {});
+TT_API MemmapListing list_memmap(const std::filesystem::path& dir, const Path& sub_path = {});
 
 }  // namespace tensortree

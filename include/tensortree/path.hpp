@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tensortree/export.hpp"
+
 namespace tensortree {
 
 using Path = std::vector<std::string>;
@@ -13,9 +15,9 @@ using Path = std::vector<std::string>;
 // Splits "next.obs" at `sep`; an empty string is the empty path (the root). Empty keys between
 // separators are kept ("a..b" is {"a", "", "b"}), so any path written by path_str parses back
 // as long as no key contains `sep`.
-Path parse_path(std::string_view text, char sep = '.');
+TT_API Path parse_path(std::string_view text, char sep = '.');
 // Joins the keys with `sep`: "next.obs".
-std::string path_str(const Path& path, char sep = '.');
+TT_API std::string path_str(const Path& path, char sep = '.');
 
 // Accepts every way a caller names a path: "next.obs", std::string, {"next", "obs"}, a Path.
 class PathRef {

@@ -5,6 +5,8 @@
 #include <ostream>
 #include <string_view>
 
+#include "tensortree/export.hpp"
+
 namespace tensortree {
 
 enum class ReduceOp : std::uint8_t {
@@ -19,7 +21,7 @@ enum class ReduceOp : std::uint8_t {
 };
 
 // "SUM", "PRODUCT", ... as torch.distributed.ReduceOp names them.
-std::string_view reduce_op_name(ReduceOp op);
-std::ostream& operator<<(std::ostream& os, ReduceOp op);
+TT_API std::string_view reduce_op_name(ReduceOp op);
+TT_API std::ostream& operator<<(std::ostream& os, ReduceOp op);
 
 }  // namespace tensortree

@@ -10,6 +10,7 @@
 
 #include "tensortree/device.hpp"
 #include "tensortree/dtype.hpp"
+#include "tensortree/export.hpp"
 #include "tensortree/path.hpp"
 #include "tensortree/shape.hpp"
 
@@ -64,7 +65,7 @@ struct DTypeBucket {
 //              u64 leaf count, then per leaf (layout order): path, u8 dtype, shape, u64 offset, u64 nbytes
 //            where a path or key list is a u64 count of strings, a string is a u64 length and its bytes,
 //            and a shape is a u64 rank and i64 dimensions.
-class Schema {
+class TT_API Schema {
  public:
   static constexpr std::uint32_t kFormatVersion = 1;
   static constexpr std::uint64_t kAlignment = 64;
@@ -102,7 +103,7 @@ class Schema {
   // Bytes from a peer or a file: any violation of the envelope or of a schema invariant is CorruptData.
   static Schema decode(std::span<const std::byte> bytes);
 
-  friend bool operator==(const Schema& a, const Schema& b);
+  friend TT_API bool operator==(const Schema& a, const Schema& b);
 
  private:
   // Validates every invariant (InvalidArgument naming the offending path), then derives buckets,

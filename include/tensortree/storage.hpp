@@ -6,8 +6,13 @@
 #include <memory>
 
 #include "tensortree/device.hpp"
+#include "tensortree/export.hpp"
 
 namespace tensortree {
+
+namespace detail {
+struct StorageAccess;
+}  // namespace detail
 
 enum class MemoryKind : unsigned char {
   Host,        // pageable host memory, 64-byte aligned
@@ -16,7 +21,7 @@ enum class MemoryKind : unsigned char {
   Foreign,     // adopted from another owner; released through its deleter
 };
 
-class Storage {
+class TT_API Storage {
  public:
   using Deleter = std::function<void(void*)>;
 
@@ -26,11 +31,6 @@ class Storage {
   // when the last tensor viewing it goes away (never if adopt throws: the caller still owns it).
   static std::shared_ptr<Storage> adopt(void* data, std::size_t nbytes, Device device,
                                         Deleter deleter);
-
-  // Exchanges what two storages hold (memory, size, kind and owner) while each keeps its identity:
-  // every tensor viewing `a` then reads what `b` held. Both must be on one device (InvalidArgument).
-  // A receive uses it to publish a message that arrived in a spare buffer without copying it.
-  static void swap_memory(Storage& a, Storage& b);
 
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -43,6 +43,8 @@ class Storage {
   bool is_pinned() const { return kind_ == MemoryKind::PinnedHost; }
 
  private:
+  friend struct detail::StorageAccess;
+
   Storage(std::byte* data, std::size_t nbytes, Device device, MemoryKind kind, Deleter deleter);
 
   std::byte* data_;

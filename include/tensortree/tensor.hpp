@@ -12,6 +12,7 @@
 #include "tensortree/device.hpp"
 #include "tensortree/dtype.hpp"
 #include "tensortree/error.hpp"
+#include "tensortree/export.hpp"
 #include "tensortree/shape.hpp"
 #include "tensortree/storage.hpp"
 
@@ -23,7 +24,7 @@ struct TensorOptions {
   bool pinned = false;  // page-locked host memory (CPU tensors only)
 };
 
-class Tensor {
+class TT_API Tensor {
  public:
   // An undefined tensor (no storage); most operations on it throw InvalidArgument.
   Tensor() = default;
@@ -89,8 +90,6 @@ class Tensor {
   Tensor reshape(Shape shape) const;
   // Inserts a dimension of size 1 at `dim` (0..dim(); negative counts from the end, -1 appends).
   Tensor unsqueeze(std::int64_t dim) const;
-  // Shares storage, reinterprets nothing: a new handle on the same view.
-  Tensor alias() const { return *this; }
 
   // ---- gathering and joining (new tensors) ------------------------------------------------
   // Rows `index[i]` (an int64 or int32 1-D CPU tensor; negative counts from the end) along `dim`,
@@ -133,6 +132,6 @@ class Tensor {
   Strides strides_;
 };
 
-std::ostream& operator<<(std::ostream& os, const Tensor& tensor);
+TT_API std::ostream& operator<<(std::ostream& os, const Tensor& tensor);
 
 }  // namespace tensortree

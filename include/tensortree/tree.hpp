@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tensortree/device.hpp"
+#include "tensortree/export.hpp"
 #include "tensortree/path.hpp"
 #include "tensortree/reduce_op.hpp"
 #include "tensortree/shape.hpp"
@@ -46,7 +47,7 @@ struct ConsolidateOptions {
 // A value type: copying a tree copies its structure while the leaves share storage (like td.copy()).
 // Invariants, checked on every insert: each leaf's shape starts with its node's batch_size, and each
 // sub-tree's batch_size starts with its parent's. Entries iterate in insertion order.
-class TensorTree {
+class TT_API TensorTree {
  public:
   using LeafFn = std::function<Tensor(const Tensor&)>;
 
@@ -295,7 +296,7 @@ class TensorTree {
   std::shared_ptr<const Schema> schema_;
 };
 
-std::ostream& operator<<(std::ostream& os, const TensorTree& tree);
+TT_API std::ostream& operator<<(std::ostream& os, const TensorTree& tree);
 
 template <class Fn>
 void TensorTree::for_each_leaf(Fn&& fn) const {

@@ -8,9 +8,11 @@
 #include <functional>
 #include <memory>
 
+#include "tensortree/export.hpp"
+
 namespace tensortree {
 
-class Work {
+class TT_API Work {
  public:
   Work() = default;
   Work(const Work&) = delete;

@@ -1,6 +1,6 @@
 // The CUDA seam when the library is built without CUDA: no devices, and any attempt to use one
 // fails with NotSupported instead of a link error.
-#include "cuda/cuda_api.hpp"
+#include "core/cuda_api.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::cuda {

@@ -3,13 +3,14 @@
 
 #include <cuda_runtime_api.h>
 
-#include "foreign_error.hpp"
+#include "core/foreign_error.hpp"
 
-#define TT_CUDA_CHECK(call)                                                              \
-  do {                                                                                   \
-    const cudaError_t tt_status_ = (call);                                               \
-    if (tt_status_ != cudaSuccess) {                                                     \
-      ::tensortree::detail::throw_foreign_error("CUDA", #call, cudaGetErrorString(tt_status_), \
-                                                static_cast<long>(tt_status_), __FILE__, __LINE__); \
-    }                                                                                    \
-  } while (0)
+namespace tensortree::detail {
+
+[[noreturn]] inline void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
+  throw_foreign_error("CUDA", call, cudaGetErrorString(status), static_cast<long>(status), file, line);
+}
+
+}  // namespace tensortree::detail
+
+#define TT_CUDA_CHECK(call) TT_FOREIGN_CHECK(call, #call, cudaSuccess, ::tensortree::detail::throw_cuda_error)

@@ -1,6 +1,6 @@
 #include <cuda_runtime_api.h>
 
-#include "cuda/cuda_api.hpp"
+#include "core/cuda_api.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
 

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <vector>
 
-#include "cuda/cuda_api.hpp"
+#include "core/cuda_api.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cuda/cuda_api.hpp"
+#include "core/cuda_api.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
 #include "tensortree/error.hpp"

@@ -1,4 +1,5 @@
-// A program outside the source tree, compiled with nothing but `pkg-config --cflags --libs tensortree`:
+// A program outside the source tree, compiled with nothing but `pkg-config --cflags --libs tensortree`
+// (or CMake's find_package(TensorTree), CMakeLists.txt beside it):
 // proves that the installed headers, the generated config header and the shared library suffice.
 #include <tensortree/tensortree.hpp>
 

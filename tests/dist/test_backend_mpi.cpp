@@ -19,8 +19,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "dist/group_state.hpp"
-#include "dist/mpi_staged_backend.hpp"
+#include "transport/mpi/group_state.hpp"
+#include "transport/staged/staged_backend.hpp"
 #include "tensortree/dist_context.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tensor.hpp"

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/nccl_backend.hpp"
-#include "dist/nccl_check.hpp"  // TT_NCCL_HAS_*: which dtypes this NCCL reduces
+#include "transport/nccl/nccl_backend.hpp"
+#include "transport/nccl/nccl_check.hpp"  // TT_NCCL_HAS_*: which dtypes this NCCL reduces
 #include "tensortree/backend.hpp"
 #include "tensortree/device.hpp"
 #include "tensortree/dtype.hpp"

@@ -214,6 +214,34 @@ TEST_CASE("orjson's compact meta.json and TensorDict's legacy unencoded file nam
   for (std::int64_t i = 0; i < 3; ++i) CHECK(leaf.at<float>({i}) == values[i]);
 }
 
+TEST_CASE("a zero-byte leaf whose .memmap file TensorDict did not write loads, and is listed without a problem") {
+  const ScratchDir scratch;
+  const fs::path root = scratch / "td";
+  fs::create_directories(root);
+  write_text(root / "meta.json",
+             "{\"empty\": {\"device\": \"cpu\", \"shape\": [2, 0], \"dtype\": \"torch.float32\", \"is_nested\": false}, "
+             "\"obs\": {\"device\": \"cpu\", \"shape\": [2], \"dtype\": \"torch.int32\", \"is_nested\": false}, "
+             "\"shape\": [2], \"device\": \"cpu\", \"_type\": \"<class 'tensordict._td.TensorDict'>\"}");
+  const std::int32_t values[2] = {41, -5};
+  write_text(root / "obs.memmap", std::string(reinterpret_cast<const char*>(values), sizeof values));
+  REQUIRE_FALSE(fs::exists(root / "empty.memmap"));
+
+  for (const bool writable : {false, true}) {
+    const TensorTree loaded =
+        load_memmap(root, LoadMemmapOptions{.mode = writable ? MemmapMode::ReadWrite : MemmapMode::ReadOnly});
+    const Tensor& empty = loaded.get("empty");
+    CHECK(empty.shape() == Shape{2, 0});
+    CHECK(empty.dtype() == DType::Float32);
+    const Tensor& obs = loaded.get("obs");
+    CHECK(obs.at<std::int32_t>({0}) == 41);
+    CHECK(obs.at<std::int32_t>({1}) == -5);
+  }
+  const MemmapListing listing = list_memmap(root);
+  CHECK(listing.problems.empty());
+  REQUIRE(listing.entries.size() == 3);
+  CHECK(listing.entries[1].nbytes == 0);
+}
+
 TEST_CASE("memmap_ turns the tree's leaves into views of the files") {
   const ScratchDir scratch;
   TensorTree tree(Shape{4}, {{"obs", patterned({4, 2}, DType::Float32, 3)}});
@@ -271,6 +299,40 @@ TEST_CASE("the overwrite policy refuses, replaces, and never deletes foreign fil
   TensorTree third(Shape{1}, {{"z", patterned({1}, DType::UInt8, 3)}});
   memmap_(third, scratch / "made_by_mkdtemp");
   CHECK(fs::exists(scratch / "made_by_mkdtemp" / "z.memmap"));
+}
+
+TEST_CASE("keys that would share a file name, or make one over 255 bytes, are InvalidArgument and write nothing") {
+  const ScratchDir scratch;
+  const auto require_refused = [&](const TensorTree& tree, const std::vector<std::string>& fragments) {
+    const fs::path target = scratch / "refused";
+    try {
+      TensorTree copy = tree;
+      memmap_(copy, target);
+      FAIL("memmap_ accepted keys that collide on disk");
+    } catch (const InvalidArgument& e) {
+      const std::string message = e.what();
+      INFO(message);
+      for (const std::string& fragment : fragments) CHECK(message.find(fragment) != std::string::npos);
+    }
+    CHECK_FALSE(fs::exists(target));
+  };
+  const Tensor leaf = patterned({2, 3}, DType::Int32, 4);
+  SECTION("a leaf 'a' beside a sub-tree 'a.memmap'") {
+    TensorTree tree(Shape{2});
+    tree.set(Path{"a"}, leaf);
+    tree.set(Path{"a.memmap", "b"}, leaf);
+    require_refused(tree, {"'a.memmap'", "'a'", "both be saved as 'a.memmap'"});
+  }
+  SECTION("a sub-tree named meta.json, nested") {
+    TensorTree tree(Shape{2});
+    tree.set(Path{"next", "meta.json", "x"}, leaf);
+    require_refused(tree, {"next.meta.json", "metadata", "'meta.json'"});
+  }
+  SECTION("a key of 300 bytes") {
+    TensorTree tree(Shape{2});
+    tree.set(Path{std::string(300, 'k')}, leaf);
+    require_refused(tree, {"307 bytes", "limit of 255"});
+  }
 }
 
 TEST_CASE("progress reports reach the total and threads write the same bytes") {

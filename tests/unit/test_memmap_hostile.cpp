@@ -2,6 +2,7 @@
 // symbolic links. Each is a typed error naming the file, never a crash (these run under ASan/UBSan).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <functional>
@@ -253,4 +254,72 @@ TEST_CASE("a save refuses keys meta.json cannot hold and leaves nothing behind")
     CHECK_THROWS_AS(memmap_(tree, scratch / "t"), InvalidArgument);
     CHECK(fs::is_empty(scratch.path()));  // no target, no temporary directory
   }
+}
+
+namespace {
+
+// Fails the test by SIGALRM instead of letting a blocked open or a quadratic parse run on.
+struct Deadline {
+  explicit Deadline(unsigned seconds) { ::alarm(seconds); }
+  ~Deadline() { ::alarm(0); }
+  Deadline(const Deadline&) = delete;
+  Deadline& operator=(const Deadline&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("a FIFO in place of meta.json or of a leaf file is CorruptData at once, never a blocked open") {
+  const Deadline deadline(20);
+  SECTION("meta.json") {
+    const GoodTree good;
+    fs::remove(good.root / "meta.json");
+    REQUIRE(::mkfifo((good.root / "meta.json").c_str(), 0600) == 0);
+    require_error<CorruptData>(good.root, {"meta.json", "not a regular file"});
+  }
+  SECTION("a leaf file, read-only and read-write") {
+    const GoodTree good;
+    fs::remove(good.root / "x.memmap");
+    REQUIRE(::mkfifo((good.root / "x.memmap").c_str(), 0600) == 0);
+    require_error<CorruptData>(good.root, {"x.memmap", "not a regular file"});
+    require_error<CorruptData>(good.root, {"x.memmap", "not a regular file"},
+                               LoadMemmapOptions{.mode = MemmapMode::ReadWrite});
+  }
+}
+
+TEST_CASE("meta.json nested past the bound, or repeating a key, is CorruptData") {
+  const Deadline deadline(20);
+  const GoodTree good;
+  SECTION("200 KB of nested arrays") {
+    const std::size_t depth = 100'000;
+    good.root_meta("\"x\": " + std::string(depth, '[') + std::string(depth, ']'));
+    require_error<CorruptData>(good.root, {"meta.json", "nested deeper than 16"});
+  }
+  SECTION("a repeated key") {
+    good.root_meta("\"x\": " + leaf_entry("[4, 2]") + ", \"x\": " + leaf_entry("[4, 2]"));
+    require_error<CorruptData>(good.root, {"meta.json", "'x'", "appears twice"});
+  }
+}
+
+TEST_CASE("a node of 100 000 keys loads in file order, in time linear in the keys") {
+  const Deadline deadline(60);
+  const GoodTree good;
+  constexpr int kKeys = 100'000;
+  std::string entries;
+  for (int i = kKeys - 1; i >= 0; --i) {  // descending: file order differs from sorted order
+    if (!entries.empty()) entries += ", ";
+    entries += "\"k";
+    entries += std::to_string(i);
+    entries += "\": {\"device\": \"cpu\", \"shape\": [4, 0], \"dtype\": "
+               "\"torch.int32\", \"is_nested\": false}";
+  }
+  good.root_meta(entries);
+  const TensorTree loaded = load_memmap(good.root);
+  const std::vector<Path> keys = loaded.keys();
+  REQUIRE(keys.size() == kKeys);
+  for (int i = 0; i < kKeys; ++i) {
+    std::string expected = "k";  // not operator+: GCC 12 warns falsely about it (-Wrestrict)
+    expected += std::to_string(kKeys - 1 - i);
+    REQUIRE(keys[static_cast<std::size_t>(i)] == Path{expected});
+  }
+  CHECK(loaded.get("k0").shape() == Shape{4, 0});
 }

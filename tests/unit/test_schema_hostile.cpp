@@ -287,6 +287,8 @@ TEST_CASE("hand-made payloads that break a schema invariant are CorruptData nami
       {"shape whose byte count overflows only with the itemsize",
        [](RawSchema& s) { s.leaves[2].shape = {4, std::int64_t{1} << 60}; }, "holds more than 2^63 bytes"},
       {"negative dimension", [](RawSchema& s) { s.leaves[2].shape = {4, -12}; }, "negative dimension"},
+      {"node batch_size of more than 2^63 elements",
+       [](RawSchema& s) { s.nodes[0].batch_size = {std::int64_t{1} << 62, 4}; }, "holds more than 2^63 elements"},
       {"orphan leaf",
        [](RawSchema& s) {
          s.leaves.push_back({{"ghost", "x"}, kFloat64, {}, 192, 8});

@@ -1,0 +1,233 @@
+// Variadic shapes: each rank's tensor may differ in ndim, shape and dtype, and the receivers know
+// none of it. One small round moves a fixed-size header per tensor (device kind, dtype, ndim, dims)
+// over the CPU backend; one data round then moves the bytes into a single allocation, viewed per
+// sender, as point-to-point transfers posted together.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "comm/dist_internal.hpp"
+#include "core/checked_math.hpp"
+#include "tensortree/dist_ops.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::dist {
+
+namespace detail {
+
+namespace {
+
+enum HeaderWord : std::size_t { kDeviceWord = 0, kDTypeWord = 1, kNdimWord = 2, kFirstDimWord = 3 };
+
+[[noreturn]] void corrupt_header(int sender, const std::string& what) {
+  throw CorruptData("shape header from rank " + std::to_string(sender) + ": " + what);
+}
+
+// Each block of allocate_blocks starts at a multiple of kByteAlignment, so every dtype's view is aligned.
+std::size_t aligned(std::size_t bytes) {
+  const std::optional<std::uint64_t> padded = tensortree::detail::checked_align_up(bytes);
+  if (!padded) throw InvalidArgument("a block of " + std::to_string(bytes) + " bytes cannot be aligned");
+  return static_cast<std::size_t>(*padded);
+}
+
+}  // namespace
+
+TensorHeader TensorHeader::of(const Tensor& tensor) { return {tensor.device().type(), tensor.dtype(), tensor.shape()}; }
+
+std::size_t TensorHeader::nbytes() const { return static_cast<std::size_t>(numel_of(shape)) * itemsize(dtype); }
+
+HeaderWords encode_header(const TensorHeader& header, std::string_view op) {
+  if (header.shape.size() > kMaxHeaderDims) {
+    throw InvalidArgument(std::string(op) + ": a tensor of " + std::to_string(header.shape.size()) +
+                          " dimensions; variadic shapes carry at most " + std::to_string(kMaxHeaderDims));
+  }
+  HeaderWords words{};
+  words[kDeviceWord] = static_cast<std::int64_t>(header.device_type);
+  words[kDTypeWord] = static_cast<std::int64_t>(header.dtype);
+  words[kNdimWord] = static_cast<std::int64_t>(header.shape.size());
+  std::copy(header.shape.begin(), header.shape.end(), words.begin() + kFirstDimWord);
+  return words;
+}
+
+TensorHeader decode_header(std::span<const std::int64_t> words, int sender) {
+  const std::int64_t device = words[kDeviceWord];
+  const std::int64_t dtype = words[kDTypeWord];
+  const std::int64_t ndim = words[kNdimWord];
+  if (device != static_cast<std::int64_t>(DeviceType::CPU) && device != static_cast<std::int64_t>(DeviceType::CUDA)) {
+    corrupt_header(sender, "device kind " + std::to_string(device) + " is neither cpu nor cuda");
+  }
+  if (dtype < 0 || dtype > 255 || !is_valid_dtype(static_cast<std::uint8_t>(dtype))) {
+    corrupt_header(sender, "dtype " + std::to_string(dtype) + " is not a dtype");
+  }
+  if (ndim < 0 || ndim > static_cast<std::int64_t>(kMaxHeaderDims)) {
+    corrupt_header(sender, std::to_string(ndim) + " dimensions, outside 0.." + std::to_string(kMaxHeaderDims));
+  }
+  TensorHeader header{static_cast<DeviceType>(device), static_cast<DType>(dtype),
+                      Shape(words.begin() + kFirstDimWord, words.begin() + kFirstDimWord + ndim)};
+  if (!tensortree::detail::checked_nbytes(header.shape, itemsize(header.dtype))) {
+    corrupt_header(sender, "shape " + shape_str(header.shape) + " is negative or too large");
+  }
+  return header;
+}
+
+Device device_of_kind(DeviceType type) { return type == DeviceType::CPU ? Device::cpu() : Device::cuda(); }
+
+std::vector<Tensor> allocate_blocks(std::span<const TensorHeader> headers, Device device) {
+  std::vector<std::size_t> offsets;
+  std::size_t total = 0;
+  for (const TensorHeader& header : headers) {
+    offsets.push_back(total);
+    total += aligned(header.nbytes());
+  }
+  const StoragePtr storage = Storage::allocate(total, device);
+  std::vector<Tensor> blocks;
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    blocks.emplace_back(storage, offsets[i], headers[i].dtype, headers[i].shape, contiguous_strides(headers[i].shape));
+  }
+  return blocks;
+}
+
+}  // namespace detail
+
+namespace {
+
+using namespace detail;
+
+// Every rank learns every rank's header, so every rank can reject a mismatch (a peer's tensor on
+// another kind of device) together, before any data moves.
+std::vector<TensorHeader> all_gather_headers(const Tensor& tensor, const Group& group, std::string_view op) {
+  const HeaderWords mine = encode_header(TensorHeader::of(tensor), op);
+  const Tensor received = Tensor::empty({group.size(), static_cast<std::int64_t>(kHeaderWords)}, {DType::Int64});
+  metadata_backend(group).all_gather(received, int64_tensor(mine))->wait();
+  const std::vector<std::int64_t> words = int64_values(received);
+  std::vector<TensorHeader> headers;
+  for (int r = 0; r < group.size(); ++r) {
+    headers.push_back(
+        decode_header(std::span(words).subspan(static_cast<std::size_t>(r) * kHeaderWords, kHeaderWords), r));
+  }
+  return headers;
+}
+
+// inputs[r]'s header goes to rank r; returns the header each rank sent here.
+std::vector<TensorHeader> all_to_all_headers(std::span<const Tensor> inputs, const Group& group, std::string_view op) {
+  std::vector<std::int64_t> outgoing;
+  for (const Tensor& input : inputs) {
+    const HeaderWords words = encode_header(TensorHeader::of(input), op);
+    outgoing.insert(outgoing.end(), words.begin(), words.end());
+  }
+  const auto n = static_cast<std::size_t>(group.size());
+  const Tensor received = Tensor::empty({static_cast<std::int64_t>(n * kHeaderWords)}, {DType::Int64});
+  const std::vector<std::int64_t> counts(n, static_cast<std::int64_t>(kHeaderWords));
+  metadata_backend(group).all_to_all(received, int64_tensor(outgoing), counts, counts)->wait();
+  const std::vector<std::int64_t> words = int64_values(received);
+  std::vector<TensorHeader> headers;
+  for (std::size_t r = 0; r < n; ++r) {
+    headers.push_back(decode_header(std::span(words).subspan(r * kHeaderWords, kHeaderWords), static_cast<int>(r)));
+  }
+  return headers;
+}
+
+// Every tensor moves through one backend, so every rank's must be on the same kind of device.
+void check_one_device_kind(std::span<const TensorHeader> headers, DeviceType mine, std::string_view op) {
+  for (std::size_t r = 0; r < headers.size(); ++r) {
+    if (headers[r].device_type != mine) {
+      throw InvalidArgument(std::string(op) + ": rank " + std::to_string(r) + "'s tensor is on " +
+                            device_of_kind(headers[r].device_type).str() + ", this rank's on " +
+                            device_of_kind(mine).str() + "; every rank's must be on one kind of device");
+    }
+  }
+}
+
+void check_inputs(std::span<const Tensor> inputs, const Group& group, std::string_view op) {
+  if (static_cast<int>(inputs.size()) != group.size()) {
+    throw InvalidArgument(std::string(op) + ": inputs holds " + std::to_string(inputs.size()) +
+                          " tensors; the group has " + std::to_string(group.size()) + " ranks and needs one per rank");
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string item = "inputs[" + std::to_string(i) + "]";
+    check_defined(inputs[i], item, op);
+    if (inputs[i].device() != inputs[0].device()) {
+      throw InvalidArgument(std::string(op) + ": " + item + " is on " + inputs[i].device().str() +
+                            " but inputs[0] on " + inputs[0].device().str());
+    }
+  }
+}
+
+}  // namespace
+
+Pending<std::vector<Tensor>> all_gather_variadic_shape_async(const Tensor& tensor, const Group& group) {
+  constexpr std::string_view op = "all_gather_variadic_shape";
+  check_member(group, op);
+  check_defined(tensor, "tensor", op);
+  const std::vector<TensorHeader> headers = all_gather_headers(tensor, group, op);
+  check_one_device_kind(headers, tensor.device().type(), op);
+  std::vector<Tensor> outputs = allocate_blocks(headers, tensor.device());
+  const Tensor packed = tensor.contiguous();
+  const int me = group.rank();
+  outputs[static_cast<std::size_t>(me)].copy_(packed);
+  ByteExchange exchange;
+  for (int peer = 0; peer < group.size(); ++peer) {
+    if (peer == me) continue;
+    exchange.send(packed, peer);
+    exchange.recv(outputs[static_cast<std::size_t>(peer)], peer);
+  }
+  return {exchange.post(group.backend(tensor.device())), std::move(outputs)};
+}
+
+std::vector<Tensor> all_gather_variadic_shape(const Tensor& tensor, const Group& group) {
+  auto pending = all_gather_variadic_shape_async(tensor, group);
+  return std::move(pending.get());
+}
+
+Pending<std::vector<Tensor>> gather_variadic_shape_async(const Tensor& tensor, int root, const Group& group) {
+  constexpr std::string_view op = "gather_variadic_shape";
+  check_member(group, op);
+  check_rank(root, "root", group, op);
+  check_defined(tensor, "tensor", op);
+  const std::vector<TensorHeader> headers = all_gather_headers(tensor, group, op);
+  check_one_device_kind(headers, tensor.device().type(), op);
+  const Tensor packed = tensor.contiguous();
+  ByteExchange exchange;
+  if (group.rank() != root) {
+    exchange.send(packed, root);
+    return {exchange.post(group.backend(tensor.device())), {}};
+  }
+  std::vector<Tensor> outputs = allocate_blocks(headers, tensor.device());
+  outputs[static_cast<std::size_t>(root)].copy_(packed);
+  for (int peer = 0; peer < group.size(); ++peer) {
+    if (peer != root) exchange.recv(outputs[static_cast<std::size_t>(peer)], peer);
+  }
+  return {exchange.post(group.backend(tensor.device())), std::move(outputs)};
+}
+
+std::vector<Tensor> gather_variadic_shape(const Tensor& tensor, int root, const Group& group) {
+  auto pending = gather_variadic_shape_async(tensor, root, group);
+  return std::move(pending.get());
+}
+
+Pending<std::vector<Tensor>> all_to_all_variadic_shape_async(std::span<const Tensor> inputs, const Group& group) {
+  constexpr std::string_view op = "all_to_all_variadic_shape";
+  check_member(group, op);
+  check_inputs(inputs, group, op);
+  const std::vector<TensorHeader> headers = all_to_all_headers(inputs, group, op);
+  const Device device = inputs[0].device();
+  check_one_device_kind(headers, device.type(), op);
+  std::vector<Tensor> outputs = allocate_blocks(headers, device);
+  const int me = group.rank();
+  outputs[static_cast<std::size_t>(me)].copy_(inputs[static_cast<std::size_t>(me)]);
+  ByteExchange exchange;
+  for (int peer = 0; peer < group.size(); ++peer) {
+    if (peer == me) continue;
+    exchange.send(inputs[static_cast<std::size_t>(peer)].contiguous(), peer);
+    exchange.recv(outputs[static_cast<std::size_t>(peer)], peer);
+  }
+  return {exchange.post(group.backend(device)), std::move(outputs)};
+}
+
+std::vector<Tensor> all_to_all_variadic_shape(std::span<const Tensor> inputs, const Group& group) {
+  auto pending = all_to_all_variadic_shape_async(inputs, group);
+  return std::move(pending.get());
+}
+
+}  // namespace tensortree::dist

@@ -1,0 +1,58 @@
+#include "tensortree/device.hpp"
+
+#include <charconv>
+#include <string>
+
+#include "core/cuda_api.hpp"
+#include "tensortree/config.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree {
+
+Device Device::parse(std::string_view text) {
+  if (text == "cpu") return cpu();
+  if (text == "cuda") return cuda();
+  constexpr std::string_view prefix = "cuda:";
+  if (text.starts_with(prefix)) {
+    const std::string_view digits = text.substr(prefix.size());
+    int index = -1;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (ec == std::errc() && end == digits.data() + digits.size() && index >= 0 && !digits.empty()) {
+      return cuda(index);
+    }
+  }
+  throw InvalidArgument("cannot parse device '" + std::string(text) +
+                        "' (expected \"cpu\", \"cuda\" or \"cuda:<index>\")");
+}
+
+std::string Device::str() const {
+  if (is_cpu()) return "cpu";
+  return index_ < 0 ? "cuda" : "cuda:" + std::to_string(index_);
+}
+
+std::ostream& operator<<(std::ostream& os, Device device) { return os << device.str(); }
+
+int cuda_device_count() { return cuda::device_count(); }
+
+Device resolve_device(Device device) {
+  if (device.is_cpu()) return Device::cpu();
+  const int count = cuda::device_count();
+  if (count == 0) {
+    throw NotSupported("cannot use " + device.str() + ": " +
+                       (TT_HAVE_CUDA ? "no CUDA device is present" : "tensortree was built without CUDA"));
+  }
+  if (device.index() == -1) return Device::cuda(cuda::current_device());
+  if (device.index() < 0 || device.index() >= count) {
+    throw InvalidArgument("no CUDA device " + std::to_string(device.index()) + " (" +
+                          std::to_string(count) + " present)");
+  }
+  return device;
+}
+
+std::string build_features() {
+  auto yes_no = [](bool on) { return on ? "yes" : "no"; };
+  return std::string("cuda=") + yes_no(TT_HAVE_CUDA) + " nccl=" + yes_no(TT_HAVE_NCCL) +
+         " mpi=" + yes_no(TT_HAVE_MPI);
+}
+
+}  // namespace tensortree

@@ -1,0 +1,69 @@
+#include "tensortree/storage.hpp"
+
+#include <new>
+#include <utility>
+
+#include "core/cuda_api.hpp"
+#include "core/storage_access.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree {
+
+namespace {
+
+// 64 bytes: a cache line, and the alignment the consolidated layout gives every leaf.
+constexpr std::align_val_t kHostAlignment{64};
+
+}  // namespace
+
+Storage::Storage(std::byte* data, std::size_t nbytes, Device device, MemoryKind kind,
+                 Deleter deleter)
+    : data_(data), nbytes_(nbytes), device_(device), kind_(kind), deleter_(std::move(deleter)) {}
+
+Storage::~Storage() {
+  if (deleter_) deleter_(data_);
+}
+
+std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device, bool pinned) {
+  if (device.is_cuda()) {
+    if (pinned) throw InvalidArgument("pinned memory is host memory; it cannot be on " + device.str());
+    // Checked here because selecting a device that does not exist would quietly allocate elsewhere.
+    const int index = resolve_device(device).index();
+    auto* data = static_cast<std::byte*>(cuda::alloc_device(nbytes, index));
+    return std::shared_ptr<Storage>(new Storage(data, nbytes, Device::cuda(index), MemoryKind::Device,
+                                                [index](void* p) { cuda::free_device(p, index); }));
+  }
+  if (pinned) {
+    resolve_device(Device::cuda());  // page-locking needs a usable CUDA device: NotSupported otherwise
+    auto* data = static_cast<std::byte*>(cuda::alloc_pinned(nbytes));
+    return std::shared_ptr<Storage>(new Storage(data, nbytes, Device::cpu(), MemoryKind::PinnedHost,
+                                                [](void* p) { cuda::free_pinned(p); }));
+  }
+  auto* data = static_cast<std::byte*>(::operator new(nbytes, kHostAlignment));
+  return std::shared_ptr<Storage>(new Storage(data, nbytes, Device::cpu(), MemoryKind::Host,
+                                              [](void* p) { ::operator delete(p, kHostAlignment); }));
+}
+
+std::shared_ptr<Storage> Storage::adopt(void* data, std::size_t nbytes, Device device,
+                                        Deleter deleter) {
+  // Only "the current device" is resolved: foreign memory names its device, which is trusted as is.
+  const Device owner = device.is_cpu() || device.index() == -1 ? resolve_device(device) : device;
+  std::shared_ptr<Storage> storage(
+      new Storage(static_cast<std::byte*>(data), nbytes, owner, MemoryKind::Foreign, nullptr));
+  // Handed over only now, so that the deleter never runs when adopt itself throws.
+  storage->deleter_ = std::move(deleter);
+  return storage;
+}
+
+void detail::StorageAccess::swap_memory(Storage& a, Storage& b) {
+  if (a.device_ != b.device_) {
+    throw InvalidArgument("swap_memory needs two storages on one device; got " + a.device_.str() + " and " +
+                          b.device_.str());
+  }
+  std::swap(a.data_, b.data_);
+  std::swap(a.nbytes_, b.nbytes_);
+  std::swap(a.kind_, b.kind_);
+  std::swap(a.deleter_, b.deleter_);
+}
+
+}  // namespace tensortree

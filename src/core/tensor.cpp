@@ -1,0 +1,440 @@
+#include "tensortree/tensor.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "core/checked_math.hpp"
+#include "core/cuda_api.hpp"
+#include "core/element_convert.hpp"
+#include "core/strided_copy.hpp"
+
+namespace tensortree {
+
+namespace {
+
+std::string dims_str(std::int64_t dim, std::int64_t ndim) {
+  return "dimension " + std::to_string(dim) + " (tensor has " + std::to_string(ndim) + ")";
+}
+
+// Bytes from element 0 to the end of the last element a view can touch, or 0 for an empty view.
+// Checked arithmetic: shapes and strides may come from foreign memory or untrusted input.
+std::size_t view_extent(const Shape& shape, const Strides& strides, std::size_t itemsize) {
+  for (const std::int64_t stride : strides) {
+    if (stride < 0) throw InvalidArgument("negative strides are not supported: " + shape_str(strides));
+  }
+  numel_of(shape);  // rejects negative dimensions
+  const std::optional<std::size_t> bytes = detail::view_extent_bytes(shape, strides, itemsize);
+  if (!bytes) {
+    throw InvalidArgument("a view of shape " + shape_str(shape) + " with strides " + shape_str(strides) +
+                          " spans more bytes than memory can hold");
+  }
+  return *bytes;
+}
+
+}  // namespace
+
+Tensor::Tensor(StoragePtr storage, std::size_t byte_offset, DType dtype, Shape shape, Strides strides)
+    : storage_(std::move(storage)),
+      byte_offset_(byte_offset),
+      dtype_(dtype),
+      shape_(std::move(shape)),
+      strides_(std::move(strides)) {
+  if (!storage_) throw InvalidArgument("a tensor needs a storage");
+  if (strides_.empty() && !shape_.empty()) strides_ = contiguous_strides(shape_);
+  if (strides_.size() != shape_.size()) {
+    throw InvalidArgument("shape " + shape_str(shape_) + " and strides " + shape_str(strides_) +
+                          " differ in length");
+  }
+  numel_of(shape_);  // rejects negative dimensions and overflow
+  const std::size_t extent = view_extent(shape_, strides_, itemsize());
+  if (extent > 0 && (extent > storage_->nbytes() || byte_offset_ > storage_->nbytes() - extent)) {
+    throw InvalidArgument("view of shape " + shape_str(shape_) + " at byte offset " +
+                          std::to_string(byte_offset_) + " needs " + std::to_string(extent) +
+                          " bytes but the storage holds " + std::to_string(storage_->nbytes()));
+  }
+}
+
+// ---- factories -----------------------------------------------------------------------------
+
+Tensor Tensor::empty(Shape shape, TensorOptions options) {
+  numel_of(shape);  // rejects negative dimensions with its own message
+  const std::optional<std::uint64_t> nbytes = detail::checked_nbytes(shape, tensortree::itemsize(options.dtype));
+  if (!nbytes) {
+    throw InvalidArgument("a " + std::string(dtype_name(options.dtype)) + " tensor of shape " +
+                          shape_str(shape) + " needs more bytes than memory can hold");
+  }
+  auto storage = Storage::allocate(static_cast<std::size_t>(*nbytes), options.device, options.pinned);
+  Strides strides = contiguous_strides(shape);
+  return Tensor(std::move(storage), 0, options.dtype, std::move(shape), std::move(strides));
+}
+
+Tensor Tensor::zeros(Shape shape, TensorOptions options) {
+  Tensor t = empty(std::move(shape), options);
+  t.fill_(0.0);
+  return t;
+}
+
+Tensor Tensor::full(Shape shape, double value, TensorOptions options) {
+  Tensor t = empty(std::move(shape), options);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::arange(Shape shape, double start, double step, TensorOptions options) {
+  // The result is allocated first so that bad options fail as they do in empty().
+  Tensor out = empty(shape, options);
+  Tensor host = out.device().is_cpu() ? out : empty(std::move(shape), {options.dtype, Device::cpu(), false});
+  visit_dtype(host.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    auto* values = static_cast<T*>(host.data_ptr());
+    for (std::int64_t i = 0; i < host.numel(); ++i) {
+      values[i] = detail::element_from_double<T>(start + static_cast<double>(i) * step);
+    }
+  });
+  if (!out.device().is_cpu()) out.copy_(host);
+  return out;
+}
+
+Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, Device device,
+                         Storage::Deleter deleter, Strides strides) {
+  // Everything that can throw happens before the memory is adopted (see the header).
+  if (strides.empty()) strides = contiguous_strides(shape);
+  if (strides.size() != shape.size()) {
+    throw InvalidArgument("from_blob: shape " + shape_str(shape) + " and strides " +
+                          shape_str(strides) + " differ in length");
+  }
+  const std::size_t extent = view_extent(shape, strides, tensortree::itemsize(dtype));
+  if (data == nullptr && extent > 0) {
+    throw InvalidArgument("from_blob: null data for a view of shape " + shape_str(shape));
+  }
+  auto storage = Storage::adopt(data, extent, device, std::move(deleter));
+  return Tensor(std::move(storage), 0, dtype, std::move(shape), std::move(strides));
+}
+
+// ---- properties ----------------------------------------------------------------------------
+
+Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
+
+std::int64_t Tensor::wrap_dim(std::int64_t dim) const {
+  const std::int64_t n = this->dim();
+  const std::int64_t wrapped = dim < 0 ? dim + n : dim;
+  if (wrapped < 0 || wrapped >= n) throw InvalidArgument("no " + dims_str(dim, n));
+  return wrapped;
+}
+
+std::int64_t Tensor::size(std::int64_t dim) const { return shape_[wrap_dim(dim)]; }
+
+std::int64_t Tensor::numel() const { return defined() ? numel_of(shape_) : 0; }
+
+bool Tensor::is_contiguous() const {
+  std::int64_t expected = 1;
+  for (std::size_t i = shape_.size(); i-- > 0;) {
+    if (shape_[i] == 0) return true;
+    if (shape_[i] != 1 && strides_[i] != expected) return false;
+    expected *= shape_[i];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  if (!storage_ || storage_->data() == nullptr) return nullptr;
+  return storage_->data() + byte_offset_;
+}
+
+void Tensor::check_defined(const char* what) const {
+  if (!defined()) throw InvalidArgument(std::string(what) + " on an undefined tensor");
+}
+
+void Tensor::check_element_type(DType requested) const {
+  if (requested != dtype_) {
+    throw InvalidArgument("element type " + std::string(dtype_name(requested)) +
+                          " requested from a tensor of dtype " + std::string(dtype_name(dtype_)));
+  }
+}
+
+std::byte* Tensor::element_address(std::initializer_list<std::int64_t> index) const {
+  check_defined("element access");
+  if (!device().is_cpu()) throw InvalidArgument("element access needs a CPU tensor, not " + device().str());
+  if (static_cast<std::int64_t>(index.size()) != dim()) {
+    throw InvalidArgument("index of " + std::to_string(index.size()) + " coordinates for a tensor of " +
+                          std::to_string(dim()) + " dimensions");
+  }
+  std::int64_t offset = 0;
+  std::size_t d = 0;
+  for (const std::int64_t i : index) {
+    if (i < 0 || i >= shape_[d]) {
+      throw InvalidArgument("index " + std::to_string(i) + " out of range for dimension " +
+                            std::to_string(d) + " of size " + std::to_string(shape_[d]));
+    }
+    offset += i * strides_[d++];
+  }
+  return static_cast<std::byte*>(data_ptr()) + offset * static_cast<std::int64_t>(itemsize());
+}
+
+std::complex<double> Tensor::value_at_linear(std::int64_t linear_index) const {
+  check_defined("value_at_linear");
+  if (!device().is_cpu()) throw InvalidArgument("value_at_linear needs a CPU tensor");
+  if (linear_index < 0 || linear_index >= numel()) {
+    throw InvalidArgument("linear index " + std::to_string(linear_index) + " out of range for " +
+                          std::to_string(numel()) + " elements");
+  }
+  std::int64_t offset = 0;
+  for (std::size_t d = shape_.size(); d-- > 0;) {
+    offset += (linear_index % shape_[d]) * strides_[d];
+    linear_index /= shape_[d];
+  }
+  const auto* p = static_cast<const std::byte*>(data_ptr()) + offset * static_cast<std::int64_t>(itemsize());
+  return detail::load_element(dtype_, p);
+}
+
+// ---- views ---------------------------------------------------------------------------------
+
+Tensor Tensor::slice(std::int64_t dim, std::int64_t start, std::int64_t stop, std::int64_t step) const {
+  check_defined("slice");
+  const std::int64_t d = wrap_dim(dim);
+  if (step <= 0) throw InvalidArgument("slice step must be positive, got " + std::to_string(step));
+  const std::int64_t n = shape_[d];
+  auto clamp = [n](std::int64_t i) { return std::clamp(i < 0 ? i + n : i, std::int64_t{0}, n); };
+  const std::int64_t begin = clamp(start);
+  const std::int64_t end = std::max(clamp(stop), begin);
+  const std::int64_t count = end == begin ? 0 : (end - begin - 1) / step + 1;
+  Tensor out = *this;
+  out.shape_[d] = count;
+  // With one element or none the stride is never used; keeping it avoids overflow on a huge step.
+  if (count > 1) out.strides_[d] = strides_[d] * step;
+  if (count > 0) {
+    out.byte_offset_ += static_cast<std::size_t>(begin * strides_[d]) * itemsize();
+  }
+  return out;
+}
+
+Tensor Tensor::narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const {
+  check_defined("narrow");
+  const std::int64_t d = wrap_dim(dim);
+  if (start < 0 || length < 0 || start > shape_[d] || length > shape_[d] - start) {
+    throw InvalidArgument("narrow(" + std::to_string(start) + ", " + std::to_string(length) +
+                          ") out of range for dimension " + std::to_string(d) + " of size " +
+                          std::to_string(shape_[d]));
+  }
+  return slice(d, start, start + length);
+}
+
+Tensor Tensor::select(std::int64_t dim, std::int64_t index) const {
+  check_defined("select");
+  const std::int64_t d = wrap_dim(dim);
+  const std::int64_t i = index < 0 ? index + shape_[d] : index;
+  if (i < 0 || i >= shape_[d]) {
+    throw InvalidArgument("select index " + std::to_string(index) + " out of range for dimension " +
+                          std::to_string(d) + " of size " + std::to_string(shape_[d]));
+  }
+  Tensor out = *this;
+  out.byte_offset_ += static_cast<std::size_t>(i * strides_[d]) * itemsize();
+  out.shape_.erase(out.shape_.begin() + d);
+  out.strides_.erase(out.strides_.begin() + d);
+  return out;
+}
+
+Tensor Tensor::transpose(std::int64_t dim0, std::int64_t dim1) const {
+  check_defined("transpose");
+  const std::int64_t a = wrap_dim(dim0);
+  const std::int64_t b = wrap_dim(dim1);
+  Tensor out = *this;
+  std::swap(out.shape_[a], out.shape_[b]);
+  std::swap(out.strides_[a], out.strides_[b]);
+  return out;
+}
+
+Tensor Tensor::permute(std::initializer_list<std::int64_t> dims) const {
+  check_defined("permute");
+  if (static_cast<std::int64_t>(dims.size()) != dim()) {
+    throw InvalidArgument("permute of " + std::to_string(dims.size()) + " dimensions for a tensor of " +
+                          std::to_string(dim()));
+  }
+  Tensor out = *this;
+  std::vector<bool> seen(shape_.size(), false);
+  std::size_t i = 0;
+  for (const std::int64_t requested : dims) {
+    const std::int64_t d = wrap_dim(requested);
+    if (seen[d]) throw InvalidArgument("permute repeats " + dims_str(requested, dim()));
+    seen[d] = true;
+    out.shape_[i] = shape_[d];
+    out.strides_[i] = strides_[d];
+    ++i;
+  }
+  return out;
+}
+
+namespace {
+
+// `requested` with its -1 entry (if any) replaced so that it holds `total` elements.
+Shape infer_view_shape(Shape requested, const Shape& current, std::int64_t total) {
+  const auto mismatch = [&] {
+    return InvalidArgument("cannot view a tensor of shape " + shape_str(current) + " (" +
+                           std::to_string(total) + " elements) as " + shape_str(requested));
+  };
+  std::int64_t known = 1;
+  std::size_t inferred = requested.size();
+  for (std::size_t i = 0; i < requested.size(); ++i) {
+    if (requested[i] == -1 && inferred == requested.size()) {
+      inferred = i;
+    } else if (requested[i] == -1) {
+      throw InvalidArgument("view shape " + shape_str(requested) + " has more than one -1");
+    } else if (requested[i] < 0) {
+      throw InvalidArgument("negative dimension in view shape " + shape_str(requested));
+    } else {
+      const std::optional<std::int64_t> product = detail::checked_mul(known, requested[i]);
+      if (!product) throw mismatch();
+      known = *product;
+    }
+  }
+  if (inferred < requested.size()) {
+    if (known == 0 || total % known != 0) throw mismatch();
+    requested[inferred] = total / known;
+    known = total;
+  }
+  if (known != total) throw mismatch();
+  return requested;
+}
+
+}  // namespace
+
+Tensor Tensor::view(Shape shape) const {
+  check_defined("view");
+  if (!is_contiguous()) throw InvalidArgument("view needs a contiguous tensor; use reshape()");
+  shape = infer_view_shape(std::move(shape), shape_, numel());
+  Tensor out = *this;
+  out.strides_ = contiguous_strides(shape);
+  out.shape_ = std::move(shape);
+  return out;
+}
+
+Tensor Tensor::reshape(Shape shape) const { return contiguous().view(std::move(shape)); }
+
+Tensor Tensor::unsqueeze(std::int64_t dim) const {
+  check_defined("unsqueeze");
+  const std::int64_t n = this->dim();
+  const std::int64_t d = dim < 0 ? dim + n + 1 : dim;
+  if (d < 0 || d > n) {
+    throw InvalidArgument("unsqueeze at dimension " + std::to_string(dim) + " of a tensor of " +
+                          std::to_string(n) + " dimensions (valid: " + std::to_string(-n - 1) + " to " +
+                          std::to_string(n) + ")");
+  }
+  // The stride PyTorch gives the new dimension, so a contiguous tensor keeps contiguous strides.
+  const std::int64_t stride = d < n ? strides_[d] * std::max<std::int64_t>(shape_[d], 1) : 1;
+  Tensor out = *this;
+  out.shape_.insert(out.shape_.begin() + d, 1);
+  out.strides_.insert(out.strides_.begin() + d, stride);
+  return out;
+}
+
+// ---- copies --------------------------------------------------------------------------------
+
+Tensor Tensor::contiguous() const {
+  check_defined("contiguous");
+  return is_contiguous() ? *this : clone();
+}
+
+Tensor Tensor::clone() const {
+  check_defined("clone");
+  Tensor out = empty(shape_, {dtype_, device(), false});
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::to(Device target) const {
+  check_defined("to");
+  target = resolve_device(target);
+  if (target == device()) return *this;
+  Tensor out = empty(shape_, {dtype_, target, false});
+  out.copy_(*this);
+  return out;
+}
+
+void Tensor::copy_(const Tensor& src) const {
+  check_defined("copy_");
+  src.check_defined("copy_ source");
+  if (src.shape_ != shape_ || src.dtype_ != dtype_) {
+    throw InvalidArgument("copy_ from " + std::string(dtype_name(src.dtype_)) + shape_str(src.shape_) +
+                          " into " + std::string(dtype_name(dtype_)) + shape_str(shape_));
+  }
+  if (numel() == 0) return;
+  const Device here = device();
+  const Device there = src.device();
+  if (here == there) {
+    const auto dst_view = detail::strided_view_of(*this);
+    const auto src_view = detail::strided_view_of(src);
+    if (here.is_cpu()) {
+      detail::copy_strided_cpu(dst_view, src_view, itemsize());
+    } else if (is_contiguous() && src.is_contiguous()) {
+      cuda::copy_bytes(data_ptr(), src.data_ptr(), nbytes());
+    } else {
+      cuda::copy_strided(dst_view, src_view, itemsize(), here.index());
+    }
+    return;
+  }
+  // Across devices the bytes must be dense on both ends of the transfer.
+  const Tensor dense_src = src.contiguous();
+  if (is_contiguous()) {
+    cuda::copy_bytes(data_ptr(), dense_src.data_ptr(), nbytes());
+    return;
+  }
+  const Tensor staged = empty(shape_, {dtype_, here, false});
+  cuda::copy_bytes(staged.data_ptr(), dense_src.data_ptr(), nbytes());
+  copy_(staged);
+}
+
+void Tensor::fill_(double value) const {
+  check_defined("fill_");
+  if (numel() == 0) return;
+  if (!device().is_cpu() || !is_contiguous()) {
+    copy_(full(shape_, value, {dtype_, Device::cpu(), false}));
+    return;
+  }
+  visit_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    const T v = detail::element_from_double<T>(value);
+    auto* out = static_cast<T*>(data_ptr());
+    std::fill(out, out + numel(), v);
+  });
+}
+
+// ---- comparison ----------------------------------------------------------------------------
+
+namespace {
+
+template <class T>
+bool elements_equal(const std::byte* a, const std::byte* b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return std::memcmp(a, b, sizeof(T)) == 0;  // exact for 64-bit values too
+  } else {
+    return detail::load_element<T>(a) == detail::load_element<T>(b);
+  }
+}
+
+}  // namespace
+
+bool Tensor::equal(const Tensor& other) const {
+  check_defined("equal");
+  other.check_defined("equal");
+  if (shape_ != other.shape_ || dtype_ != other.dtype_) return false;
+  const Tensor a = to(Device::cpu()).contiguous();
+  const Tensor b = other.to(Device::cpu()).contiguous();
+  const auto* pa = static_cast<const std::byte*>(a.data_ptr());
+  const auto* pb = static_cast<const std::byte*>(b.data_ptr());
+  const auto size = itemsize();
+  const std::int64_t n = numel();
+  return visit_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (!elements_equal<T>(pa + i * size, pb + i * size)) return false;
+    }
+    return true;
+  });
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& tensor) { return os << tensor.str(); }
+
+}  // namespace tensortree

@@ -1,0 +1,122 @@
+#include "memmap/memmap_fs.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/foreign_error.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+void throw_os_error(std::string_view call, const std::filesystem::path& path, int err, const char* file,
+                    int line) {
+  std::string what(call);
+  what += " '";
+  what += path.string();
+  what += '\'';
+  throw_foreign_error("OS", what, std::strerror(err), err, file, line);
+}
+
+FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+FileDescriptor::~FileDescriptor() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::pair<FileDescriptor, int> open_at(int dir_fd, const std::string& name, int flags, mode_t mode) {
+  int fd = -1;
+  do {
+    fd = ::openat(dir_fd, name.c_str(), flags | O_CLOEXEC | O_NOFOLLOW, mode);
+  } while (fd < 0 && errno == EINTR);
+  const int err = fd < 0 ? errno : 0;
+  return {FileDescriptor(fd), err};
+}
+
+FileDescriptor open_path(const std::filesystem::path& path, int flags, mode_t mode) {
+  auto [fd, err] = open_at(AT_FDCWD, path.string(), flags, mode);
+  if (!fd.valid()) throw_os_error("open", path, err, __FILE__, __LINE__);
+  return std::move(fd);
+}
+
+Mapping::Mapping(int fd, std::size_t size, bool writable, const std::filesystem::path& path) {
+  if (size == 0) return;
+  void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, writable ? MAP_SHARED : MAP_PRIVATE, fd, 0);
+  if (data == MAP_FAILED) TT_OS_ERROR("mmap", path);
+  data_ = data;
+  size_ = size;
+}
+
+Mapping& Mapping::operator=(Mapping&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(data_, size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+Mapping::~Mapping() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+void* Mapping::release() {
+  size_ = 0;
+  return std::exchange(data_, nullptr);
+}
+
+void fsync_or_throw(int fd, const std::filesystem::path& path) {
+  if (::fsync(fd) != 0) TT_OS_ERROR("fsync", path);
+}
+
+void fsync_directory(const std::filesystem::path& dir) {
+  const FileDescriptor fd = open_path(dir, O_RDONLY | O_DIRECTORY);
+  fsync_or_throw(fd.get(), dir);
+}
+
+void write_all_at(int fd, const void* data, std::size_t n, std::uint64_t offset, const std::filesystem::path& path) {
+  const auto* bytes = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t written = ::pwrite(fd, bytes, n, static_cast<off_t>(offset));
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      TT_OS_ERROR("pwrite", path);
+    }
+    bytes += written;
+    n -= static_cast<std::size_t>(written);
+    offset += static_cast<std::uint64_t>(written);
+  }
+}
+
+void read_all(int fd, void* data, std::size_t n, const std::filesystem::path& path) {
+  auto* bytes = static_cast<char*>(data);
+  std::size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd, bytes + done, n - done, static_cast<off_t>(done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      TT_OS_ERROR("read", path);
+    }
+    if (got == 0) {
+      std::string what = "'";
+      what += path.string();
+      what += "' ended after ";
+      what += std::to_string(done);
+      what += " bytes, expected ";
+      what += std::to_string(n);
+      throw CorruptData(what);
+    }
+    done += static_cast<std::size_t>(got);
+  }
+}
+
+}  // namespace tensortree::detail

@@ -1,0 +1,364 @@
+#include "memmap/memmap_meta.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <limits>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "core/checked_math.hpp"
+#include "tensortree/error.hpp"
+#include "tensortree/memmap.hpp"
+#include "tensortree/schema.hpp"
+
+namespace tensortree {
+
+namespace {
+
+constexpr char kHex[] = "0123456789ABCDEF";
+
+bool needs_escape(unsigned char c) {
+  switch (c) {
+    case '/': case '<': case '>': case ':': case '"': case '|': case '?': case '*': case '\\':
+    case ' ': case '%':
+      return true;
+    default:
+      return c < 0x20 || c == 0x7f;
+  }
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+[[noreturn]] void bad_name(std::string_view name, const char* why) {
+  std::string what = "malformed memmap file name '";
+  what += name;
+  what += "': ";
+  what += why;
+  throw CorruptData(what);
+}
+
+}  // namespace
+
+std::string encode_memmap_key(std::string_view key) {
+  // "%" alone cannot come out of the escaping below (a real '%' becomes "%25"), so it is free to
+  // stand for the empty key; "." and ".." would name the directory itself and its parent.
+  if (key.empty()) return "%";
+  if (key == ".") return "%2E";
+  if (key == "..") return "%2E%2E";
+  std::string out;
+  out.reserve(key.size());
+  for (const char ch : key) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (needs_escape(c)) {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+std::string decode_memmap_key(std::string_view name) {
+  if (name == "%") return {};
+  std::string out;
+  out.reserve(name.size());
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '/' || c == '\0') bad_name(name, "it holds a '/' or NUL");
+    if (c != '%') {
+      out += c;
+      continue;
+    }
+    if (i + 2 >= name.size()) {
+      bad_name(name, "'%' is not followed by two hex digits");
+    }
+    const int hi = hex_value(name[i + 1]);
+    const int lo = hex_value(name[i + 2]);
+    if (hi < 0 || lo < 0) bad_name(name, "'%' is not followed by two hex digits");
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+namespace detail {
+
+namespace {
+
+// A plain (map-backed) json: ordered_json finds each key by a linear search, which makes a node
+// of many keys quadratic to parse. The key order is taken from the parse instead.
+using Json = nlohmann::json;
+
+// TensorDict's meta.json nests three deep (node, entry, shape); far deeper is hostile input, and
+// stopping it early keeps every later walk of the document shallow.
+constexpr int kMaxJsonDepth = 16;
+
+[[noreturn]] void corrupt(const std::filesystem::path& file, std::string_view where, std::string_view why) {
+  std::string what = "corrupt memmap metadata '";
+  what += file.string();
+  what += "'";
+  if (!where.empty()) {
+    what += " at '";
+    what += where;
+    what += "'";
+  }
+  what += ": ";
+  what += why;
+  throw CorruptData(what);
+}
+
+[[noreturn]] void unsupported(const std::filesystem::path& file, std::string_view key, std::string_view why) {
+  std::string what = "memmap metadata '";
+  what += file.string();
+  what += "' entry '";
+  what += key;
+  what += "': ";
+  what += why;
+  throw NotSupported(what);
+}
+
+// Python's json.dumps(..., ensure_ascii=True) spelling of one string.
+std::string quoted(const std::string& text) {
+  try {
+    return Json(text).dump(-1, ' ', true);
+  } catch (const nlohmann::json::exception&) {
+    std::string what = "memmap key '";
+    what += text;
+    what += "' is not valid UTF-8: meta.json cannot hold it";
+    throw InvalidArgument(what);
+  }
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  out += ']';
+  return out;
+}
+
+Shape parse_shape(const Json& value, const std::filesystem::path& file, std::string_view where) {
+  if (!value.is_array()) corrupt(file, where, "\"shape\" is not a list");
+  if (value.size() > Schema::kMaxRank) {
+    std::string why = "\"shape\" has ";
+    why += std::to_string(value.size());
+    why += " dimensions, at most ";
+    why += std::to_string(Schema::kMaxRank);
+    why += " are supported";
+    corrupt(file, where, why);
+  }
+  Shape shape;
+  for (const Json& dim : value) {
+    if (!dim.is_number_integer()) corrupt(file, where, "\"shape\" holds something other than an integer");
+    if (dim.is_number_unsigned() && dim.get<std::uint64_t>() > std::uint64_t{std::numeric_limits<std::int64_t>::max()}) {
+      corrupt(file, where, "\"shape\" holds a dimension beyond int64");
+    }
+    const auto size = dim.get<std::int64_t>();
+    if (size < 0) corrupt(file, where, "\"shape\" holds a negative dimension");
+    shape.push_back(size);
+  }
+  return shape;
+}
+
+bool is_reserved(const std::string& key) { return key == "shape" || key == "device" || key == "_type"; }
+
+MetaEntry parse_leaf(const std::string& key, const Json& value, const Shape& batch, const std::filesystem::path& file) {
+  MetaEntry entry{key, false, DType::Float32, {}};
+  if (value.contains("is_nested")) {
+    const Json& nested = value["is_nested"];
+    if (!nested.is_boolean()) corrupt(file, key, "\"is_nested\" is not a boolean");
+    if (nested.get<bool>()) unsupported(file, key, "nested (jagged) tensors have no counterpart in TensorTree");
+  }
+  if (!value.contains("dtype") || !value["dtype"].is_string()) corrupt(file, key, "no \"dtype\" string");
+  const auto& dtype = value["dtype"].get_ref<const std::string&>();
+  if (dtype.rfind("torch.", 0) != 0) corrupt(file, key, "\"dtype\" is not of the form \"torch.<name>\"");
+  try {
+    entry.dtype = parse_dtype(dtype);
+  } catch (const InvalidArgument&) {
+    std::string why = "unknown dtype \"";
+    why += dtype;
+    why += '"';
+    corrupt(file, key, why);
+  }
+  if (value.contains("device") && !value["device"].is_string()) corrupt(file, key, "\"device\" is not a string");
+  if (!value.contains("shape")) corrupt(file, key, "no \"shape\"");
+  entry.shape = parse_shape(value["shape"], file, key);
+  (void)leaf_nbytes(entry.dtype, entry.shape, file.string() + ":" + key);
+  if (!starts_with(entry.shape, batch)) {
+    std::string why = "shape ";
+    why += shape_str(entry.shape);
+    why += " does not start with the node's batch size ";
+    why += shape_str(batch);
+    corrupt(file, key, why);
+  }
+  return entry;
+}
+
+void check_node_fields(const Json& root, const std::filesystem::path& file) {
+  if (root.contains("_type")) {
+    if (!root["_type"].is_string()) corrupt(file, "_type", "not a string");
+    const auto& type = root["_type"].get_ref<const std::string&>();
+    if (type != kTensorDictType) {
+      std::string why = "only TensorDict nodes (";
+      why += kTensorDictType;
+      why += ") can be loaded, not ";
+      why += type;
+      unsupported(file, "_type", why);
+    }
+  }
+  if (root.contains("device") && !root["device"].is_string() && !root["device"].is_null()) {
+    corrupt(file, "device", "not a string");
+  }
+}
+
+}  // namespace
+
+std::uint64_t leaf_nbytes(DType dtype, const Shape& shape, std::string_view what) {
+  const std::optional<std::uint64_t> total = checked_nbytes(shape, itemsize(dtype));
+  if (!total) {
+    std::string why = "the byte size of shape ";
+    why += shape_str(shape);
+    why += " overflows 64 bits (";
+    why += what;
+    why += ')';
+    throw CorruptData(why);
+  }
+  return *total;
+}
+
+std::string leaf_file_name(std::string_view key) {
+  std::string name = encode_memmap_key(key);
+  name += kMemmapSuffix;
+  return name;
+}
+
+std::string format_node_meta(const NodeMeta& node) {
+  std::string out = "{";
+  for (const MetaEntry& entry : node.entries) {
+    if (is_reserved(entry.key)) {
+      std::string what = "key '";
+      what += entry.key;
+      what += "' collides with a node field of TensorDict's meta.json (shape, device, _type)";
+      throw InvalidArgument(what);
+    }
+    out += quoted(entry.key);
+    if (entry.is_node) {
+      out += ": {\"type\": \"TensorDict\"}, ";
+      continue;
+    }
+    out += ": {\"device\": \"cpu\", \"shape\": ";
+    out += shape_text(entry.shape);
+    out += ", \"dtype\": \"torch.";
+    out += dtype_name(entry.dtype);
+    out += "\", \"is_nested\": false}, ";
+  }
+  out += "\"shape\": ";
+  out += shape_text(node.batch_size);
+  out += ", \"device\": \"cpu\", \"_type\": ";
+  out += quoted(std::string(kTensorDictType));
+  out += '}';
+  return out;
+}
+
+// One pass over meta.json's events before building it: bounds the nesting and lists the root
+// object's keys in file order. (nlohmann's parse callback would do both, but its parser removes
+// discarded values by rescanning the parent, which is quadratic in the number of keys.)
+class MetaScan final : public nlohmann::json_sax<Json> {
+ public:
+  explicit MetaScan(const std::filesystem::path& file) : file_(file) {}
+
+  std::vector<std::string> take_keys() { return std::move(keys_); }
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return enter(); }
+  bool end_object() override { return leave(); }
+  bool start_array(std::size_t) override { return enter(); }
+  bool end_array() override { return leave(); }
+  bool key(string_t& key) override {
+    if (depth_ != 1) return true;
+    // Python would keep the last of two equal keys; a writer of this format never repeats one.
+    if (!seen_.insert(key).second) corrupt(file_, key, "the key appears twice");
+    keys_.push_back(key);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    corrupt(file_, "", e.what());
+  }
+
+ private:
+  bool enter() {
+    if (++depth_ > kMaxJsonDepth) corrupt(file_, "", "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return true;
+  }
+  bool leave() {
+    --depth_;
+    return true;
+  }
+
+  const std::filesystem::path& file_;
+  int depth_ = 0;
+  std::vector<std::string> keys_;
+  std::unordered_set<std::string> seen_;
+};
+
+// Parses `text` (nesting bounded) and lists the root object's keys in file order.
+Json parse_bounded(std::string_view text, const std::filesystem::path& file, std::vector<std::string>& keys) {
+  MetaScan scan(file);
+  Json::sax_parse(text.begin(), text.end(), &scan);
+  keys = scan.take_keys();
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(file, "", e.what());
+  }
+}
+
+NodeMeta parse_node_meta(std::string_view text, const std::filesystem::path& file) {
+  std::vector<std::string> keys;
+  const Json root = parse_bounded(text, file, keys);
+  if (!root.is_object()) corrupt(file, "", "not a JSON object");
+  if (!root.contains("shape")) corrupt(file, "", "no \"shape\" (the node's batch size)");
+  check_node_fields(root, file);
+  NodeMeta node;
+  node.batch_size = parse_shape(root["shape"], file, "shape");
+  for (const std::string& key : keys) {
+    if (is_reserved(key)) continue;
+    const Json& value = root.at(key);
+    if (!value.is_object()) corrupt(file, key, "the entry is not an object");
+    if (value.contains("type")) {
+      if (!value["type"].is_string()) corrupt(file, key, "\"type\" is not a string");
+      const auto& type = value["type"].get_ref<const std::string&>();
+      if (type != "TensorDict") {
+        std::string why = "entries of type ";
+        why += type;
+        why += " are not supported (only TensorDict nodes and tensors)";
+        unsupported(file, key, why);
+      }
+      node.entries.push_back({key, true, DType::Float32, {}});
+      continue;
+    }
+    node.entries.push_back(parse_leaf(key, value, node.batch_size, file));
+  }
+  return node;
+}
+
+}  // namespace detail
+
+}  // namespace tensortree

@@ -1,0 +1,427 @@
+// Saving memmap trees: everything is written into a temporary sibling directory, fsync'd, and then
+// published with one rename (or an atomic exchange with the previous tree), so that a reader or a
+// crash only ever sees a whole old tree or a whole new one.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "memmap/memmap_fs.hpp"
+#include "memmap/memmap_meta.hpp"
+#include "tensortree/error.hpp"
+#include "tensortree/memmap.hpp"
+
+namespace tensortree {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::uint64_t kChunkBytes = std::uint64_t{16} << 20;
+constexpr std::uint64_t kBytesPerThread = std::uint64_t{64} << 20;
+
+// What a save writes for one leaf: its file in the temporary tree and, unless the save only
+// preallocates, the contiguous CPU tensor holding its bytes.
+struct LeafJob {
+  Path path;
+  fs::path file;
+  Tensor source;
+  DType dtype = DType::Float32;
+  Shape shape;
+  std::uint64_t nbytes = 0;
+};
+
+// How a save turns a source leaf / node batch size into what it writes.
+struct SaveRecipe {
+  bool copy_data = true;
+  std::size_t drop_dims = 0;  // empty_memmap: leading template dims replaced by `batch_size`
+  Shape batch_size;
+
+  Shape reshape(const Shape& shape) const {
+    if (copy_data) return shape;
+    Shape out = batch_size;
+    out.insert(out.end(), shape.begin() + static_cast<std::ptrdiff_t>(drop_dims), shape.end());
+    return out;
+  }
+};
+
+std::string quoted_path(const fs::path& path) {
+  std::string out = "'";
+  out += path.string();
+  out += '\'';
+  return out;
+}
+
+// ---- the target directory -----------------------------------------------------------------------
+
+enum class TargetState { Absent, Empty, MemmapTree, Other };
+
+TargetState target_state(const fs::path& target) {
+  struct stat st {};
+  if (::lstat(target.c_str(), &st) != 0) {
+    if (errno == ENOENT) return TargetState::Absent;
+    TT_OS_ERROR("lstat", target);
+  }
+  if (!S_ISDIR(st.st_mode)) return TargetState::Other;
+  if (fs::is_empty(target)) return TargetState::Empty;
+  struct stat meta {};
+  const fs::path meta_file = target / detail::kMetaFileName;
+  if (::lstat(meta_file.c_str(), &meta) == 0 && S_ISREG(meta.st_mode)) return TargetState::MemmapTree;
+  return TargetState::Other;
+}
+
+void check_target(const fs::path& target, MemmapOverwrite policy) {
+  const TargetState state = target_state(target);
+  if (state == TargetState::Absent || state == TargetState::Empty) return;
+  std::string what = "memmap_: ";
+  what += quoted_path(target);
+  if (state == TargetState::Other) {
+    what += " exists and is not a memmap tree (a directory with a meta.json); it is left alone";
+    throw InvalidArgument(what);
+  }
+  if (policy == MemmapOverwrite::Error) {
+    what += " already holds a memmap tree; pass MemmapOverwrite::Replace to replace it";
+    throw InvalidArgument(what);
+  }
+}
+
+// A save's target without a trailing separator: "dir/" names "dir".
+fs::path normalized_target(const fs::path& dir) {
+  fs::path target = fs::absolute(dir).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();
+  if (target == target.root_path()) throw InvalidArgument("memmap_: the root directory cannot be a memmap target");
+  return target;
+}
+
+// ---- temporary directories ----------------------------------------------------------------------
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "host";
+  std::string out(name);
+  std::replace(out.begin(), out.end(), '/', '_');
+  return out;
+}
+
+std::string temp_prefix(const fs::path& target) {
+  std::string prefix = ".";
+  prefix += target.filename().string();
+  prefix += ".tmp-";
+  return prefix;
+}
+
+// ".<name>.tmp-<host>-<pid>-<random>": unique per save, and it says which process owns it.
+fs::path temp_sibling(const fs::path& target) {
+  std::random_device random;
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, "-%ld-%08x%08x", static_cast<long>(::getpid()), random(), random());
+  std::string name = temp_prefix(target);
+  name += host_name();
+  name += suffix;
+  return target.parent_path() / name;
+}
+
+// Temporary trees left by saves that were killed: only those of dead processes on this host, so a
+// save in progress elsewhere (another process, another host on a shared filesystem) is never touched.
+void remove_stale_temps(const fs::path& target) {
+  std::string prefix = temp_prefix(target);
+  prefix += host_name();
+  prefix += '-';
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(target.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    const auto dash = rest.find('-');
+    if (dash == std::string::npos) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(rest.c_str(), &end, 10);
+    if (end != rest.c_str() + dash || pid <= 0) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    fs::remove_all(entry.path(), ignored);
+  }
+}
+
+// Removes the temporary directory however the save ends: after a failure it holds the partial
+// tree, after an exchange the previous tree, after a plain rename nothing.
+class TempDirGuard {
+ public:
+  explicit TempDirGuard(fs::path path) : path_(std::move(path)) {}
+  TempDirGuard(const TempDirGuard&) = delete;
+  TempDirGuard& operator=(const TempDirGuard&) = delete;
+  ~TempDirGuard() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// ---- writing ---------------------------------------------------------------------------------
+
+void make_directory(const fs::path& dir) {
+  if (::mkdir(dir.c_str(), 0755) != 0) TT_OS_ERROR("mkdir", dir);
+}
+
+void write_small_file(const fs::path& file, const std::string& text, bool durable) {
+  const detail::FileDescriptor fd = detail::open_path(file, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  detail::write_all_at(fd.get(), text.data(), text.size(), 0, file);
+  if (durable) detail::fsync_or_throw(fd.get(), file);
+}
+
+// Creates the file at its final size: sparse, so a preallocated tree costs no disk until written.
+void create_leaf_file(const LeafJob& leaf) {
+  const detail::FileDescriptor fd = detail::open_path(leaf.file, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (::ftruncate(fd.get(), static_cast<off_t>(leaf.nbytes)) != 0) TT_OS_ERROR("ftruncate", leaf.file);
+}
+
+Tensor host_contiguous(const Tensor& leaf) {
+  if (leaf.device().is_cuda()) return leaf.to(Device::cpu());
+  return leaf.contiguous();
+}
+
+// What a node's directory will hold: meta.json, <key>.memmap per leaf, <key>/ per sub-tree. Keys
+// that would share a name ("a" beside a sub-tree "a.memmap", a sub-tree "meta.json") or exceed the
+// file system's name limit are the caller's mistake, refused before anything is written.
+void check_disk_names(const TensorTree& tree) {
+  constexpr std::size_t kMaxNameBytes = 255;  // NAME_MAX on every Linux file system
+  std::unordered_map<std::string, std::string> owner;
+  tree.for_each_node([&](const Path& node_path, const TensorTree& node) {
+    owner.clear();
+    owner.emplace(detail::kMetaFileName, "the node's own metadata");
+    for (const Path& key_path : node.keys()) {
+      const std::string& key = key_path.front();
+      std::string name = node.is_leaf(key_path) ? detail::leaf_file_name(key) : encode_memmap_key(key);
+      Path full = node_path;
+      full.push_back(key);
+      if (name.size() > kMaxNameBytes) {
+        throw InvalidArgument("memmap_: key '" + path_str(full) + "' becomes the file name of " +
+                              std::to_string(name.size()) + " bytes, over the limit of " +
+                              std::to_string(kMaxNameBytes));
+      }
+      const auto [it, fresh] = owner.emplace(name, "key '" + path_str(full) + "'");
+      if (!fresh) {
+        throw InvalidArgument("memmap_: key '" + path_str(full) + "' and " + it->second +
+                              " would both be saved as '" + name + "'");
+      }
+    }
+  });
+}
+
+// Lays out one node (and its sub-trees) under `dir`: directories, meta.json files, empty leaf files.
+void lay_out(const TensorTree& node, const fs::path& dir, Path& path, const SaveRecipe& recipe, bool durable,
+             std::vector<LeafJob>& leaves, std::vector<fs::path>& dirs) {
+  make_directory(dir);
+  dirs.push_back(dir);
+  detail::NodeMeta meta;
+  meta.batch_size = recipe.reshape(node.batch_size());
+  for (const Path& key_path : node.keys()) {
+    const std::string& key = key_path.front();
+    path.push_back(key);
+    if (node.is_leaf(key_path)) {
+      const Tensor& leaf = node.get(key_path);
+      LeafJob job{path, dir / detail::leaf_file_name(key), {}, leaf.dtype(), recipe.reshape(leaf.shape()), 0};
+      job.nbytes = detail::leaf_nbytes(job.dtype, job.shape, path_str(path));
+      if (recipe.copy_data && job.nbytes > 0) job.source = host_contiguous(leaf);
+      meta.entries.push_back({key, false, job.dtype, job.shape});
+      create_leaf_file(job);
+      leaves.push_back(std::move(job));
+    } else {
+      meta.entries.push_back({key, true, DType::Float32, {}});
+      lay_out(node.subtree(key_path), dir / encode_memmap_key(key), path, recipe, durable, leaves, dirs);
+    }
+    path.pop_back();
+  }
+  write_small_file(dir / detail::kMetaFileName, detail::format_node_meta(meta), durable);
+}
+
+struct Chunk {
+  std::size_t leaf;
+  std::uint64_t offset;
+  std::uint64_t size;
+};
+
+std::vector<Chunk> chunks_of(const std::vector<LeafJob>& leaves, std::vector<std::uint32_t>& per_leaf) {
+  std::vector<Chunk> chunks;
+  per_leaf.assign(leaves.size(), 0);
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    if (!leaves[i].source.defined()) continue;
+    for (std::uint64_t offset = 0; offset < leaves[i].nbytes; offset += kChunkBytes) {
+      chunks.push_back({i, offset, std::min(kChunkBytes, leaves[i].nbytes - offset)});
+      ++per_leaf[i];
+    }
+  }
+  return chunks;
+}
+
+// Writes every leaf's bytes, several threads pulling chunks from one list; the calling thread is
+// one of them and the only one that reports progress.
+class DataWriter {
+ public:
+  DataWriter(const std::vector<LeafJob>& leaves, const MemmapOptions& options)
+      : leaves_(leaves), options_(options), chunks_(chunks_of(leaves, per_leaf_)),
+        remaining_(std::make_unique<std::atomic<std::uint32_t>[]>(leaves.size())) {
+    for (std::size_t i = 0; i < leaves.size(); ++i) {
+      remaining_[i].store(per_leaf_[i]);
+      if (leaves[i].source.defined()) total_ += leaves[i].nbytes;
+    }
+  }
+
+  void run() {
+    std::vector<std::jthread> workers;
+    for (int i = 1; i < thread_count(); ++i) workers.emplace_back([this] { work(false); });
+    work(true);
+    workers.clear();
+    if (error_) std::rethrow_exception(error_);
+    if (options_.progress) options_.progress(total_, total_);
+  }
+
+ private:
+  int thread_count() const {
+    int n = options_.threads;
+    if (n <= 0) {
+      const auto by_size = static_cast<int>(std::min<std::uint64_t>(total_ / kBytesPerThread + 1, 64));
+      n = std::clamp(by_size, 1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    }
+    return std::clamp(n, 1, static_cast<int>(std::max<std::size_t>(chunks_.size(), 1)));
+  }
+
+  void work(bool report) {
+    while (!failed_.load()) {
+      const std::size_t i = next_.fetch_add(1);
+      if (i >= chunks_.size()) return;
+      try {
+        write_chunk(chunks_[i]);
+      } catch (...) {
+        const std::lock_guard lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+        failed_.store(true);
+        return;
+      }
+      const std::uint64_t done = done_.fetch_add(chunks_[i].size) + chunks_[i].size;
+      if (report && options_.progress && done < total_) options_.progress(done, total_);
+    }
+  }
+
+  void write_chunk(const Chunk& chunk) const {
+    const LeafJob& leaf = leaves_[chunk.leaf];
+    const detail::FileDescriptor fd = detail::open_path(leaf.file, O_WRONLY);
+    const auto* bytes = static_cast<const std::byte*>(leaf.source.data_ptr()) + chunk.offset;
+    detail::write_all_at(fd.get(), bytes, chunk.size, chunk.offset, leaf.file);
+    // The thread finishing a leaf's last chunk makes the whole file durable.
+    if (remaining_[chunk.leaf].fetch_sub(1) == 1 && options_.durable) detail::fsync_or_throw(fd.get(), leaf.file);
+  }
+
+  const std::vector<LeafJob>& leaves_;
+  const MemmapOptions& options_;
+  std::vector<std::uint32_t> per_leaf_;
+  std::vector<Chunk> chunks_;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> remaining_;
+  std::uint64_t total_ = 0;
+  std::atomic<std::size_t> next_{0};
+  std::atomic<std::uint64_t> done_{0};
+  std::atomic<bool> failed_{false};
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+// ---- publishing -----------------------------------------------------------------------------
+
+bool rename_noreplace(const fs::path& from, const fs::path& to, int& err) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
+  err = errno;
+  return false;
+}
+
+// Filesystems without renameat2 flags (some network filesystems): the old tree steps aside under
+// the temporary name, then the new one moves in. Not atomic: a crash between the two renames leaves
+// the target absent and the previous tree at the temporary name.
+void publish_without_exchange(const fs::path& temp, const fs::path& target, const fs::path& aside) {
+  if (::rename(target.c_str(), aside.c_str()) != 0 && errno != ENOENT) TT_OS_ERROR("rename", target);
+  if (::rename(temp.c_str(), target.c_str()) != 0) TT_OS_ERROR("rename", temp);
+}
+
+// Moves the finished tree at `temp` to `target`. Afterwards `temp` holds the previous tree, if any.
+void publish(const fs::path& temp, const fs::path& target, MemmapOverwrite policy) {
+  // Another save may publish between our attempts; each round re-checks what is there now.
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    int err = 0;
+    if (rename_noreplace(temp, target, err)) return;
+    if (err == EINVAL || err == ENOSYS) {
+      check_target(target, policy);
+      fs::path aside = temp;
+      aside += ".old";
+      publish_without_exchange(temp, target, aside);
+      std::error_code absent;  // no previous tree: nothing stepped aside
+      fs::rename(aside, temp, absent);
+      return;
+    }
+    if (err != EEXIST && err != ENOTEMPTY) detail::throw_os_error("renameat2", target, err, __FILE__, __LINE__);
+    check_target(target, policy);
+    if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) return;
+    if (errno != ENOENT) TT_OS_ERROR("renameat2(RENAME_EXCHANGE)", target);
+  }
+  std::string what = "memmap_: ";
+  what += quoted_path(target);
+  what += " kept changing under concurrent saves";
+  throw BackendError(what);
+}
+
+// ---- the whole save -----------------------------------------------------------------------------
+
+TensorTree save(const TensorTree& tree, const fs::path& dir, const SaveRecipe& recipe, const MemmapOptions& options) {
+  const fs::path target = normalized_target(dir);
+  check_disk_names(tree);
+  check_target(target, options.overwrite);
+  fs::create_directories(target.parent_path());
+  remove_stale_temps(target);
+
+  const TempDirGuard temp(temp_sibling(target));
+  std::vector<LeafJob> leaves;
+  std::vector<fs::path> dirs;
+  Path path;
+  lay_out(tree, temp.path(), path, recipe, options.durable, leaves, dirs);
+  DataWriter(leaves, options).run();
+  if (options.durable) {
+    for (const fs::path& d : dirs) detail::fsync_directory(d);
+  }
+  // Mapped before publishing, so the tree views exactly the files this save wrote even if another
+  // save replaces them at `target` a moment later.
+  TensorTree mapped = load_memmap(temp.path(), {.mode = MemmapMode::ReadWrite});
+  publish(temp.path(), target, options.overwrite);
+  if (options.durable) detail::fsync_directory(target.parent_path());
+  return mapped;
+}
+
+}  // namespace
+
+void memmap_(TensorTree& tree, const fs::path& dir, const MemmapOptions& options) {
+  tree = save(tree, dir, SaveRecipe{}, options);
+}
+
+TensorTree memmap_like(const TensorTree& tree, const fs::path& dir, const MemmapOptions& options) {
+  return save(tree, dir, SaveRecipe{false, tree.batch_size().size(), tree.batch_size()}, options);
+}
+
+TensorTree empty_memmap(const fs::path& dir, const TensorTree& templ, Shape batch_size, const MemmapOptions& options) {
+  (void)numel_of(batch_size);  // InvalidArgument for a negative size
+  return save(templ, dir, SaveRecipe{false, templ.batch_size().size(), std::move(batch_size)}, options);
+}
+
+}  // namespace tensortree

@@ -1,0 +1,61 @@
+// MpiBackend: every Backend operation as a nonblocking MPI call on one communicator, for tensors in
+// host memory. The returned Work holds the requests and everything the transfer reads or writes.
+#pragma once
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "transport/mpi/mpi_reductions.hpp"
+#include "tensortree/backend.hpp"
+
+namespace tensortree::detail {
+
+struct MpiBackendOptions {
+  // The most elements one MPI count describes (MPI counts are int). Larger tensors are split into
+  // several calls (reductions) or described by one derived datatype (everything else, so that a
+  // message stays one message). Tests lower it to reach those paths with small tensors.
+  std::int64_t max_count = INT_MAX;
+};
+
+class MpiBackend final : public Backend {
+ public:
+  // `comm` is borrowed: its owner (the group) outlives the backend.
+  explicit MpiBackend(MPI_Comm comm, MpiBackendOptions options = {});
+
+  std::string_view name() const override { return "mpi"; }
+  BackendCapabilities capabilities() const override {
+    return {.any_source = true, .unknown_length_messages = true, .bitwise_reductions = true,
+            .host_memory = true, .cuda_memory = false, .ordered_by_posting = false};
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  WorkPtr broadcast(const Tensor& tensor, int root) override;
+  WorkPtr all_reduce(const Tensor& tensor, ReduceOp op) override;
+  WorkPtr reduce(const Tensor& tensor, int root, ReduceOp op) override;
+  WorkPtr all_gather(const Tensor& output, const Tensor& input) override;
+  WorkPtr gather(const Tensor& output, const Tensor& input, int root) override;
+  WorkPtr scatter(const Tensor& output, const Tensor& input, int root) override;
+  WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
+  WorkPtr all_to_all(const Tensor& output, const Tensor& input, std::span<const std::int64_t> output_counts,
+                     std::span<const std::int64_t> input_counts) override;
+  WorkPtr send(const Tensor& tensor, int dst, int tag) override;
+  WorkPtr recv(const Tensor& tensor, int src, int tag) override;
+  ReceivedMessage recv_message(int src, int tag) override;
+  WorkPtr batch_p2p(std::span<const P2POp> ops) override;
+  WorkPtr barrier() override;
+
+ private:
+  WorkPtr point_to_point(std::span<const P2POp> ops, std::string_view operation);
+
+  MPI_Comm comm_;
+  MpiBackendOptions options_;
+  int rank_ = -1;
+  int size_ = 0;
+  int tag_upper_bound_ = 32767;  // the least MPI guarantees; the constructor asks for the real one
+  MpiReductions reductions_;
+};
+
+}  // namespace tensortree::detail

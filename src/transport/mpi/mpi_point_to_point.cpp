@@ -1,0 +1,79 @@
+// MpiBackend's point-to-point operations: send, recv, batches of both, the matched receive of a
+// message of unknown length, and the barrier.
+#include <string>
+
+#include "transport/mpi/mpi_argument_check.hpp"
+#include "transport/mpi/mpi_backend.hpp"
+#include "transport/mpi/mpi_blocks.hpp"
+#include "transport/mpi/mpi_check.hpp"
+#include "transport/mpi/mpi_work.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+namespace {
+
+// Posts one send or receive of a whole tensor into `work`.
+void post_p2p(const P2POp& op, MPI_Comm comm, std::int64_t max_count, MpiWork& work) {
+  work.keep(op.tensor);
+  const Block block = block_of(op.tensor.numel(), op.tensor.dtype(), max_count, work);
+  if (op.kind == P2POp::Kind::Send) {
+    TT_MPI_CHECK(
+        MPI_Isend(op.tensor.data_ptr(), block.count, block.datatype, op.peer, op.tag, comm, work.request_slot()));
+    return;
+  }
+  const bool any_source = op.peer == kAnySource;
+  TT_MPI_CHECK(MPI_Irecv(op.tensor.data_ptr(), block.count, block.datatype, any_source ? MPI_ANY_SOURCE : op.peer,
+                         op.tag, comm, work.receive_slot(block.datatype, op.tensor.numel(), any_source)));
+}
+
+}  // namespace
+
+WorkPtr MpiBackend::send(const Tensor& tensor, int dst, int tag) {
+  const P2POp op{P2POp::Kind::Send, tensor, dst, tag};
+  return point_to_point({&op, 1}, "send");
+}
+
+WorkPtr MpiBackend::recv(const Tensor& tensor, int src, int tag) {
+  const P2POp op{P2POp::Kind::Recv, tensor, src, tag};
+  return point_to_point({&op, 1}, "recv");
+}
+
+// Matched probe and receive: no other thread's receive can take the probed message in between.
+ReceivedMessage MpiBackend::recv_message(int src, int tag) {
+  const Check check(rank_, size_, "recv_message");
+  if (src != kAnySource) check.group_rank(src, "peer");
+  check.tag(tag, tag_upper_bound_);
+  MPI_Message message = MPI_MESSAGE_NULL;
+  MPI_Status status;
+  TT_MPI_CHECK(MPI_Mprobe(src == kAnySource ? MPI_ANY_SOURCE : src, tag, comm_, &message, &status));
+  MPI_Count length = 0;
+  TT_MPI_CHECK(MPI_Get_elements_x(&status, MPI_BYTE, &length));
+  ReceivedMessage received{Tensor::empty({static_cast<std::int64_t>(length)}, {DType::UInt8}), status.MPI_SOURCE};
+  MpiWork work(rank_);
+  const Block block = block_of(length, DType::UInt8, options_.max_count, work);
+  TT_MPI_CHECK(MPI_Mrecv(received.bytes.data_ptr(), block.count, block.datatype, &message, MPI_STATUS_IGNORE));
+  return received;
+}
+
+WorkPtr MpiBackend::batch_p2p(std::span<const P2POp> ops) { return point_to_point(ops, "batch_p2p"); }
+
+WorkPtr MpiBackend::point_to_point(std::span<const P2POp> ops, std::string_view operation) {
+  const Check check(rank_, size_, operation);
+  for (const P2POp& op : ops) {
+    check.host(op.tensor, op.kind == P2POp::Kind::Send ? "sent tensor" : "received tensor");
+    if (op.kind == P2POp::Kind::Send || op.peer != kAnySource) check.group_rank(op.peer, "peer");
+    check.tag(op.tag, tag_upper_bound_);
+  }
+  auto work = std::make_shared<MpiWork>(rank_);
+  for (const P2POp& op : ops) post_p2p(op, comm_, options_.max_count, *work);
+  return work;
+}
+
+WorkPtr MpiBackend::barrier() {
+  auto work = std::make_shared<MpiWork>(rank_);
+  TT_MPI_CHECK(MPI_Ibarrier(comm_, work->request_slot()));
+  return work;
+}
+
+}  // namespace tensortree::detail

@@ -1,0 +1,90 @@
+#include "transport/mpi/mpi_work.hpp"
+
+#include <string>
+
+#include "transport/mpi/mpi_check.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+MpiWork::~MpiWork() {
+  if (mpi_is_finalized()) return;
+  // A receive nobody will match would block forever; collectives and sends cannot be cancelled
+  // and are waited for (their peers are bound to take part).
+  for (const Receive& receive : receives_) {
+    if (requests_[receive.request] != MPI_REQUEST_NULL) MPI_Cancel(&requests_[receive.request]);
+  }
+  for (MPI_Request& request : requests_) MPI_Wait(&request, MPI_STATUS_IGNORE);  // see block()
+}
+
+bool MpiWork::test() {
+  statuses_.resize(requests_.size());
+  int done = 0;
+  check_status(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, statuses_.data()),
+               "MPI_Testall");
+  return done != 0;
+}
+
+// One MPI_Wait per request rather than MPI_Waitall: Open MPI 4.1's MPI_Waitall can spin forever
+// once a request has failed (a truncated receive) while other messages are arriving.
+void MpiWork::block() {
+  statuses_.resize(requests_.size());
+  for (std::size_t i = 0; i < requests_.size(); ++i) {
+    check_status(MPI_Wait(&requests_[i], &statuses_[i]), "MPI_Wait");
+  }
+}
+
+// MPI_ERR_IN_STATUS means the real error sits in one request's status.
+void MpiWork::check_status(int status, const char* call) const {
+  if (status == MPI_ERR_IN_STATUS) {
+    for (const MPI_Status& each : statuses_) {
+      if (each.MPI_ERROR != MPI_SUCCESS && each.MPI_ERROR != MPI_ERR_PENDING) raise(each.MPI_ERROR, call);
+    }
+  }
+  if (status != MPI_SUCCESS) raise(status, call);
+}
+
+// A message longer than the receiving tensor is a mismatch of the caller's, as a shorter one is
+// (check_receive); everything else is MPI's failure.
+void MpiWork::raise(int error, const char* call) const {
+  int error_class = error;
+  MPI_Error_class(error, &error_class);
+  if (error_class == MPI_ERR_TRUNCATE) {
+    std::string message = "rank " + std::to_string(rank_);
+    message += " received a message longer than the receiving tensor (";
+    message += call;
+    message += ": MPI_ERR_TRUNCATE)";
+    throw InvalidArgument(message);
+  }
+  throw_mpi_error(error, call, __FILE__, __LINE__);
+}
+
+// A message shorter than the receiving tensor completes without error in MPI; it is an error here.
+void MpiWork::check_receive(const Receive& receive) const {
+  const MPI_Status& status = statuses_[receive.request];
+  MPI_Count received = 0;
+  TT_MPI_CHECK(MPI_Get_elements_x(&status, receive.datatype, &received));
+  if (received != receive.expected_elements) {
+    throw InvalidArgument("rank " + std::to_string(rank_) + " received " + std::to_string(received) +
+                          " elements from rank " + std::to_string(status.MPI_SOURCE) + " (tag " +
+                          std::to_string(status.MPI_TAG) + ") into a tensor of " +
+                          std::to_string(receive.expected_elements) + " elements");
+  }
+}
+
+void MpiWork::finish() {
+  for (const Receive& receive : receives_) {
+    check_receive(receive);
+    if (receive.any_source && source_ < 0) source_ = statuses_[receive.request].MPI_SOURCE;
+  }
+  for (const auto& step : finish_steps_) step();
+}
+
+int MpiWork::source_rank() const {
+  if (source_ < 0) {
+    throw NotSupported("source_rank is known only once a receive from kAnySource has completed");
+  }
+  return source_;
+}
+
+}  // namespace tensortree::detail

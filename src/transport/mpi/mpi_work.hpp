@@ -1,0 +1,90 @@
+// MpiWork: the Work of the MPI backend. It holds the requests of one operation and everything they
+// read or write until they complete, checks each receive's length on completion, and runs the
+// operation's last steps (AVG's division) once everything has arrived.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "transport/mpi/mpi_handles.hpp"
+#include "tensortree/tensor.hpp"
+#include "tensortree/work.hpp"
+
+namespace tensortree::detail {
+
+// The requests of one operation and everything they read or write (tensors, derived datatypes,
+// count arrays), kept until they complete.
+class MpiWork final : public Work {
+ public:
+  explicit MpiWork(int rank) : rank_(rank) {}
+  MpiWork(const MpiWork&) = delete;
+  MpiWork& operator=(const MpiWork&) = delete;
+  ~MpiWork() override;
+
+  void keep(const Tensor& tensor) {
+    if (tensor.defined()) tensors_.push_back(tensor);
+  }
+  MPI_Datatype keep(MpiDatatype datatype) {
+    datatypes_.push_back(std::move(datatype));
+    return datatypes_.back().get();
+  }
+  // Nonblocking collectives read their count and displacement arrays until they complete.
+  template <class T>
+  const T* keep(std::vector<T> array) {
+    auto held = std::make_shared<const std::vector<T>>(std::move(array));
+    const T* data = held->data();
+    arrays_.push_back(std::move(held));
+    return data;
+  }
+
+  // Where the next MPI call writes its request. The slot exists before the call, so that nothing
+  // can fail between posting a transfer and recording it.
+  MPI_Request* request_slot() {
+    requests_.push_back(MPI_REQUEST_NULL);
+    return &requests_.back();
+  }
+  // As request_slot, for a receive whose length is checked on completion; it is cancelled if the
+  // Work is dropped first.
+  MPI_Request* receive_slot(MPI_Datatype datatype, std::int64_t expected_elements, bool any_source) {
+    receives_.push_back({requests_.size(), datatype, expected_elements, any_source});
+    return request_slot();
+  }
+  void on_finish(std::function<void()> step) { finish_steps_.push_back(std::move(step)); }
+
+  int source_rank() const override;
+
+ protected:
+  bool test() override;
+  void block() override;
+  void finish() override;
+
+ private:
+  struct Receive {
+    std::size_t request;
+    MPI_Datatype datatype;
+    std::int64_t expected_elements;
+    bool any_source;
+  };
+
+  void check_status(int status, const char* call) const;
+  [[noreturn]] void raise(int error, const char* call) const;
+  void check_receive(const Receive& receive) const;
+
+  int rank_;
+  std::vector<MPI_Request> requests_;
+  std::vector<MPI_Status> statuses_;
+  std::vector<Receive> receives_;
+  std::vector<Tensor> tensors_;
+  std::vector<MpiDatatype> datatypes_;
+  std::vector<std::shared_ptr<const void>> arrays_;
+  std::vector<std::function<void()>> finish_steps_;
+  int source_ = -1;
+};
+
+}  // namespace tensortree::detail

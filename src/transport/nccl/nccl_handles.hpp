@@ -1,0 +1,80 @@
+// RAII for what the NCCL backend holds: its CUDA stream and events, the NCCL communicator, and
+// the scope of an NCCL group.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <memory>
+#include <type_traits>
+
+#include "transport/nccl/nccl_check.hpp"
+
+namespace tensortree::detail {
+
+struct StreamDeleter {
+  void operator()(cudaStream_t stream) const noexcept { cudaStreamDestroy(stream); }
+};
+struct EventDeleter {
+  void operator()(cudaEvent_t event) const noexcept { cudaEventDestroy(event); }
+};
+using CudaStream = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
+using CudaEvent = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
+
+// On the current device. Non-blocking: the legacy default stream does not wait for NCCL's work,
+// so a receive that waits for a peer never stalls the library's copies.
+CudaStream make_stream();
+
+// On the current device. These events only order work and mark completion: no timing needed.
+CudaEvent make_event();
+
+// True once every operation recorded before `event` has finished.
+bool event_reached(cudaEvent_t event);
+
+// Owns the ncclComm_t. Destroyed normally, unless an error made it abort first.
+class NcclComm {
+ public:
+  NcclComm(int rank, int size, const ncclUniqueId& id) {
+    TT_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
+  }
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+  ~NcclComm() {
+    if (comm_ != nullptr) ncclCommDestroy(comm_);
+  }
+
+  ncclComm_t get() const { return comm_; }
+  bool aborted() const { return comm_ == nullptr; }
+  // After an asynchronous error NCCL's kernels may wait forever for a peer; aborting makes them
+  // exit and frees the communicator.
+  void abort() noexcept {
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
+ private:
+  ncclComm_t comm_ = nullptr;
+};
+
+// ncclGroupStart/End for a scope. When a call inside the group fails, NCCL marks the group failed
+// and ncclGroupEnd discards what was queued, so closing it while unwinding launches nothing.
+// Hence nothing but NCCL calls may throw between the two.
+class NcclGroup {
+ public:
+  NcclGroup() { TT_NCCL_CHECK(ncclGroupStart()); }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+  ~NcclGroup() {
+    if (open_) ncclGroupEnd();
+  }
+
+  void end() {
+    open_ = false;
+    TT_NCCL_CHECK(ncclGroupEnd());
+  }
+
+ private:
+  bool open_ = true;
+};
+
+}  // namespace tensortree::detail

@@ -1,0 +1,202 @@
+// consolidate(), from_consolidated() and unpack_from(): moving a tree's leaves into one buffer
+// laid out by its Schema, and back.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tree/consolidation_access.hpp"
+#include "core/cuda_api.hpp"
+#include "tree/layout_plan.hpp"
+#include "core/pack_cpu.hpp"
+#include "core/strided_copy.hpp"
+#include "tensortree/schema.hpp"
+#include "tensortree/tree.hpp"
+
+namespace tensortree {
+
+namespace detail {
+
+void ConsolidationAccess::copy_views(const TensorTree& source, TensorTree& target, const StoragePtr& storage,
+                                     std::span<const std::uint64_t> offsets, std::size_t& next_leaf) {
+  target.batch_size_ = source.batch_size_;
+  target.index_ = source.index_;
+  target.entries_.reserve(source.entries_.size());
+  for (const TensorTree::Entry& entry : source.entries_) {
+    if (entry.node) {
+      auto child = std::make_unique<TensorTree>();
+      copy_views(*entry.node, *child, storage, offsets, next_leaf);
+      child->parent_ = &target;
+      target.entries_.push_back({entry.key, Tensor{}, std::move(child)});
+    } else {
+      const Tensor& leaf = entry.leaf;
+      target.entries_.push_back(
+          {entry.key, Tensor(storage, offsets[next_leaf++], leaf.dtype(), leaf.shape(), {}), nullptr});
+    }
+  }
+}
+
+TensorTree ConsolidationAccess::views_like(const TensorTree& source, const StoragePtr& storage,
+                                           std::span<const std::uint64_t> offsets) {
+  TensorTree result;
+  std::size_t next_leaf = 0;
+  copy_views(source, result, storage, offsets, next_leaf);
+  return result;
+}
+
+void ConsolidationAccess::fill_from_schema(const Schema& schema, const NodeSpec& spec, TensorTree& target,
+                                           const StoragePtr& storage) {
+  target.batch_size_ = spec.batch_size;
+  Path child_path = spec.path;
+  for (const std::string& key : spec.keys) {
+    child_path.push_back(key);
+    if (const LeafSpec* leaf = schema.find_leaf(child_path)) {
+      target.append(key, Tensor(storage, leaf->offset, leaf->dtype, leaf->shape, {}));
+    } else {
+      TensorTree child;
+      fill_from_schema(schema, *schema.find_node(child_path), child, storage);
+      target.append(key, std::move(child));
+    }
+    child_path.pop_back();
+  }
+}
+
+TensorTree ConsolidationAccess::views_from_schema(const Schema& schema, const StoragePtr& storage) {
+  TensorTree result;
+  fill_from_schema(schema, *schema.find_node({}), result, storage);
+  return result;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::PackDirection;
+using detail::PackSegment;
+using detail::StridedView;
+
+// The one device every leaf is on (the CPU for a tree without leaves).
+Device leaves_device(const detail::TreeWalk& walk) {
+  if (walk.leaves.empty()) return Device::cpu();
+  const Device device = walk.leaves.front()->device();
+  for (const Tensor* leaf : walk.leaves) {
+    if (leaf->device() != device) {
+      throw NotSupported("consolidate needs every leaf on one device; found " + device.str() + " and " +
+                         leaf->device().str());
+    }
+  }
+  return device;
+}
+
+// The segments to move, in layout order; non-dense leaves also get a strided view.
+struct Segments {
+  std::vector<PackSegment> segments;
+  std::vector<StridedView> strided;
+};
+
+// Reuses this thread's vectors, like walk_tree(): valid until the thread's next call.
+const Segments& segments_for(const detail::TreeWalk& walk, const detail::LayoutPlan& plan) {
+  thread_local Segments out;
+  out.segments.clear();
+  out.strided.clear();
+  for (const std::uint32_t i : plan.layout_order) {
+    const Tensor& leaf = *walk.leaves[i];
+    PackSegment segment{static_cast<std::byte*>(leaf.data_ptr()), plan.offsets[i], leaf.nbytes(), -1,
+                        static_cast<std::uint32_t>(leaf.itemsize())};
+    if (segment.nbytes == 0) continue;
+    if (!leaf.is_contiguous()) {
+      segment.strided_index = static_cast<std::int32_t>(out.strided.size());
+      out.strided.push_back(detail::strided_view_of(leaf));
+    }
+    out.segments.push_back(segment);
+  }
+  return out;
+}
+
+void move_segments(PackDirection direction, const Segments& s, const Storage& buffer, std::uint64_t total_bytes,
+                   int threads) {
+  if (buffer.device().is_cpu()) {
+    detail::pack_cpu(direction, s.segments, s.strided, buffer.data(), total_bytes, threads);
+  } else {
+    cuda::pack(direction, s.segments, s.strided, buffer.data(), total_bytes, buffer.device().index());
+  }
+}
+
+bool reusable(const StoragePtr& reuse, Device target, std::uint64_t total_bytes) {
+  return reuse && reuse->device() == target && reuse->nbytes() >= total_bytes;
+}
+
+}  // namespace
+
+namespace detail {
+
+PackedTree pack_tree(const TensorTree& tree, const ConsolidateOptions& options) {
+  const TreeWalk& walk = walk_tree(tree);
+  const Device source = leaves_device(walk);
+  const Device target = resolve_device(options.device.value_or(source));
+  auto plan = layout_plan_for(tree, walk, target.type());
+  const std::uint64_t total = plan->schema->total_bytes();
+
+  StoragePtr storage = reusable(options.reuse, target, total)
+                           ? options.reuse
+                           : Storage::allocate(total + kWireHeaderBytes, target, options.pinned && target.is_cpu());
+  const Segments& segments = segments_for(walk, *plan);
+  if (source == target) {
+    move_segments(PackDirection::Pack, segments, *storage, total, options.threads);
+  } else {
+    // Pack where the leaves are, then move the whole buffer across in one copy.
+    const StoragePtr staged = Storage::allocate(total, source, source.is_cpu() && target.is_cuda());
+    move_segments(PackDirection::Pack, segments, *staged, total, options.threads);
+    cuda::copy_bytes(storage->data(), staged->data(), total);
+  }
+  return {std::move(storage), std::move(plan)};
+}
+
+}  // namespace detail
+
+TensorTree TensorTree::consolidate(const ConsolidateOptions& options) const {
+  detail::PackedTree packed = detail::pack_tree(*this, options);
+  TensorTree result = detail::ConsolidationAccess::views_like(*this, packed.storage, packed.plan->offsets);
+  detail::ConsolidationAccess::attach(result, std::move(packed.storage), packed.plan->schema);
+  return result;
+}
+
+TensorTree TensorTree::from_consolidated(StoragePtr storage, std::shared_ptr<const Schema> schema) {
+  if (!storage || !schema) throw InvalidArgument("from_consolidated needs a storage and a schema");
+  if (storage->nbytes() < schema->total_bytes()) {
+    throw InvalidArgument("from_consolidated: the schema lays out " + std::to_string(schema->total_bytes()) +
+                          " bytes but the storage holds " + std::to_string(storage->nbytes()));
+  }
+  if (storage->device().type() != schema->storage_device()) {
+    throw InvalidArgument("from_consolidated: the schema describes a " +
+                          Device(schema->storage_device(), 0).str() + " buffer but the storage is on " +
+                          storage->device().str());
+  }
+  TensorTree result = detail::ConsolidationAccess::views_from_schema(*schema, storage);
+  detail::ConsolidationAccess::attach(result, std::move(storage), std::move(schema));
+  return result;
+}
+
+void TensorTree::unpack_from(const Storage& buffer, const Schema& schema, int threads) const {
+  const detail::TreeWalk& walk = detail::walk_tree(*this);
+  const auto plan = detail::layout_plan_for(*this, walk, schema.storage_device());
+  if (plan->schema->fingerprint() != schema.fingerprint()) {
+    throw SchemaMismatch("unpack_from: this tree's layout (fingerprint " +
+                         std::to_string(plan->schema->fingerprint()) + ") differs from the buffer's (fingerprint " +
+                         std::to_string(schema.fingerprint()) + ")");
+  }
+  if (buffer.nbytes() < schema.total_bytes()) {
+    throw InvalidArgument("unpack_from: the schema lays out " + std::to_string(schema.total_bytes()) +
+                          " bytes but the buffer holds " + std::to_string(buffer.nbytes()));
+  }
+  const Device leaves = leaves_device(walk);
+  const Segments& segments = segments_for(walk, *plan);
+  if (buffer.device() == leaves || walk.leaves.empty()) {
+    move_segments(PackDirection::Unpack, segments, buffer, schema.total_bytes(), threads);
+    return;
+  }
+  const StoragePtr staged = Storage::allocate(schema.total_bytes(), leaves);
+  cuda::copy_bytes(staged->data(), buffer.data(), schema.total_bytes());
+  move_segments(PackDirection::Unpack, segments, *staged, schema.total_bytes(), threads);
+}
+
+}  // namespace tensortree

@@ -1,0 +1,48 @@
+// The one friend of TensorTree: the consolidation code reads and builds trees through their
+// entries directly, because doing it through the public API would build a Path per leaf and
+// re-check every batch size that the schema has already validated.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tree/layout_plan.hpp"
+#include "tensortree/schema.hpp"
+#include "tensortree/tree.hpp"
+
+namespace tensortree::detail {
+
+// The packing half of consolidate(): `tree`'s leaves in a buffer laid out by the tree's cached plan
+// (options.reuse when it fits, else a new buffer with kWireHeaderBytes spare behind the payload, so
+// that a send can put its wire header there without a copy).
+struct PackedTree {
+  StoragePtr storage;
+  std::shared_ptr<const LayoutPlan> plan;
+};
+PackedTree pack_tree(const TensorTree& tree, const ConsolidateOptions& options);
+
+struct ConsolidationAccess {
+  // Appends `node`'s structure to walk.structure and its leaves to walk.leaves, depth first.
+  static void describe(const TensorTree& node, TreeWalk& walk);
+  static std::vector<std::string> direct_keys(const TensorTree& node);
+
+  // A tree shaped like `source` whose leaves are views of `storage` at `offsets` (depth-first order).
+  static TensorTree views_like(const TensorTree& source, const StoragePtr& storage,
+                               std::span<const std::uint64_t> offsets);
+  // A tree built from the schema alone, leaves viewing `storage`, keys in their recorded order.
+  static TensorTree views_from_schema(const Schema& schema, const StoragePtr& storage);
+
+  static void attach(TensorTree& root, StoragePtr storage, std::shared_ptr<const Schema> schema) {
+    root.attach_consolidation(std::move(storage), std::move(schema));
+  }
+
+ private:
+  static void copy_views(const TensorTree& source, TensorTree& target, const StoragePtr& storage,
+                         std::span<const std::uint64_t> offsets, std::size_t& next_leaf);
+  static void fill_from_schema(const Schema& schema, const NodeSpec& spec, TensorTree& target,
+                               const StoragePtr& storage);
+};
+
+}  // namespace tensortree::detail

@@ -1,0 +1,403 @@
+// Schema layout (plan), invariant checks shared by plan() and decode(), lookups and the fingerprint.
+#include "tensortree/schema.hpp"
+
+#include <algorithm>
+#include <compare>
+#include <iterator>
+#include <numeric>
+#include <optional>
+#include <string_view>
+
+#include <boost/endian/buffers.hpp>
+#include <xxhash.h>
+
+#include "core/checked_math.hpp"
+#include "core/strided_view.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree {
+
+static_assert(Schema::kMaxRank == detail::kMaxDims, "every schema leaf must fit a strided view");
+static_assert(Schema::kMaxEntries <= UINT32_MAX, "leaf indices are stored as u32");
+
+namespace {
+
+using Keys = std::span<const std::string>;
+
+Keys parent_of(Keys path) { return path.first(path.size() - 1); }
+
+std::strong_ordering compare_paths(Keys a, Keys b) {
+  return std::lexicographical_compare_three_way(a.begin(), a.end(), b.begin(), b.end());
+}
+
+std::string quoted(Keys path) {
+  if (path.empty()) return "<root>";
+  return "'" + path_str(Path(path.begin(), path.end())) + "'";
+}
+
+std::string leaf_name(Keys path) { return "leaf " + quoted(path); }
+std::string node_name(Keys path) { return "node " + quoted(path); }
+
+bool layout_before(const LeafSpec& a, const LeafSpec& b) {
+  if (a.dtype != b.dtype) return a.dtype < b.dtype;
+  return compare_paths(a.path, b.path) < 0;
+}
+
+const NodeSpec* find_node_in(std::span<const NodeSpec> sorted_nodes, Keys path) {
+  const auto it = std::lower_bound(sorted_nodes.begin(), sorted_nodes.end(), path,
+                                   [](const NodeSpec& node, Keys p) { return compare_paths(node.path, p) < 0; });
+  return it != sorted_nodes.end() && compare_paths(it->path, path) == 0 ? &*it : nullptr;
+}
+
+static_assert(Schema::kAlignment == detail::kByteAlignment);
+
+std::uint64_t align_up(std::uint64_t bytes) {
+  const std::optional<std::uint64_t> padded = detail::checked_align_up(bytes, Schema::kAlignment);
+  if (!padded) throw InvalidArgument("the leaves need more than 2^64 bytes");
+  return *padded;
+}
+
+void check_dtype(DType dtype, Keys path) {
+  const auto raw = static_cast<std::uint8_t>(dtype);
+  if (!is_valid_dtype(raw)) {
+    throw InvalidArgument(leaf_name(path) + " has unknown dtype value " + std::to_string(raw));
+  }
+}
+
+// numel * itemsize, each step overflow-checked so that a hostile shape cannot wrap around.
+std::uint64_t leaf_nbytes(DType dtype, const Shape& shape, Keys path) {
+  check_dtype(dtype, path);
+  for (const std::int64_t dim : shape) {
+    if (dim < 0) throw InvalidArgument(leaf_name(path) + " has a negative dimension in shape " + shape_str(shape));
+  }
+  const std::optional<std::uint64_t> nbytes = detail::checked_nbytes(shape, itemsize(dtype));
+  if (!nbytes) {
+    throw InvalidArgument(leaf_name(path) + " of shape " + shape_str(shape) + " and dtype " +
+                          std::string(dtype_name(dtype)) + " holds more than 2^63 bytes");
+  }
+  return *nbytes;
+}
+
+// Places each leaf at the next aligned offset; returns total_bytes.
+std::uint64_t assign_offsets(std::vector<LeafSpec>& layout_ordered) {
+  std::uint64_t end = 0;
+  for (LeafSpec& leaf : layout_ordered) {
+    leaf.offset = align_up(end);
+    const std::optional<std::uint64_t> leaf_end = detail::checked_add(leaf.offset, leaf.nbytes);
+    if (!leaf_end) throw InvalidArgument("the leaves need more than 2^64 bytes (at " + leaf_name(leaf.path) + ")");
+    end = *leaf_end;
+  }
+  return align_up(end);
+}
+
+// Names a node or leaf in a message; built only when a check fails.
+struct Owner {
+  const char* kind;
+  Keys path;
+  std::string name() const { return kind + (" " + quoted(path)); }
+};
+
+void check_key_lengths(Keys keys, const Owner& owner) {
+  for (const std::string& key : keys) {
+    if (key.size() > Schema::kMaxKeyBytes) {
+      throw InvalidArgument(owner.name() + " has a key of " + std::to_string(key.size()) + " bytes, more than the " +
+                            std::to_string(Schema::kMaxKeyBytes) + " allowed");
+    }
+  }
+}
+
+void check_path(const Owner& owner) {
+  if (owner.path.size() > Schema::kMaxDepth) {
+    throw InvalidArgument(owner.name() + " is " + std::to_string(owner.path.size()) + " keys deep, more than the " +
+                          std::to_string(Schema::kMaxDepth) + " allowed");
+  }
+  check_key_lengths(owner.path, owner);
+}
+
+void check_dims(const Shape& shape, const Owner& owner, const char* field) {
+  if (shape.size() > Schema::kMaxRank) {
+    throw InvalidArgument(owner.name() + " " + field + " has rank " + std::to_string(shape.size()) +
+                          ", more than the " + std::to_string(Schema::kMaxRank) + " allowed");
+  }
+  if (std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0; })) {
+    throw InvalidArgument(owner.name() + " " + field + " " + shape_str(shape) + " has a negative dimension");
+  }
+}
+
+// A batch of more than 2^63 elements names no real tree, and every count derived from it would wrap.
+void check_batch_numel(const Shape& batch_size, const Owner& owner) {
+  if (!detail::checked_nbytes(batch_size, 1)) {
+    throw InvalidArgument(owner.name() + " batch_size " + shape_str(batch_size) + " holds more than 2^63 elements");
+  }
+}
+
+void check_count(std::size_t count, const char* what) {
+  if (count > Schema::kMaxEntries) {
+    throw InvalidArgument(std::string(what) + " " + std::to_string(count) + " exceeds the limit of " +
+                          std::to_string(Schema::kMaxEntries));
+  }
+}
+
+// Bounds on every field, checked before anything relies on them.
+void validate_entries(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves, DeviceType device) {
+  if (device != DeviceType::CPU && device != DeviceType::CUDA) {
+    throw InvalidArgument("unknown storage device kind " + std::to_string(static_cast<unsigned>(device)));
+  }
+  check_count(nodes.size(), "node count");
+  check_count(leaves.size(), "leaf count");
+  for (const NodeSpec& node : nodes) {
+    const Owner owner{"node", node.path};
+    check_path(owner);
+    check_dims(node.batch_size, owner, "batch_size");
+    check_batch_numel(node.batch_size, owner);
+    check_count(node.keys.size(), "key count");
+    check_key_lengths(node.keys, owner);
+  }
+  for (const LeafSpec& leaf : leaves) {
+    if (leaf.path.empty()) throw InvalidArgument("a leaf has the empty path, which belongs to the root node");
+    const Owner owner{"leaf", leaf.path};
+    check_path(owner);
+    check_dtype(leaf.dtype, leaf.path);
+    check_dims(leaf.shape, owner, "shape");
+  }
+}
+
+// Nodes strictly in path order (so unique), root first, each batch_size extending its parent's.
+void validate_nodes(std::span<const NodeSpec> nodes) {
+  if (nodes.empty() || !nodes.front().path.empty()) throw InvalidArgument("the schema has no root node");
+  for (std::size_t i = 1; i < nodes.size(); ++i) {
+    const NodeSpec& node = nodes[i];
+    if (compare_paths(nodes[i - 1].path, node.path) >= 0) {
+      throw InvalidArgument(node_name(node.path) + " is repeated or out of path order (after " +
+                            quoted(nodes[i - 1].path) + ")");
+    }
+    const NodeSpec* parent = find_node_in(nodes.first(i), parent_of(node.path));
+    if (!parent) throw InvalidArgument(node_name(node.path) + " has no parent node " + quoted(parent_of(node.path)));
+    if (!starts_with(node.batch_size, parent->batch_size)) {
+      throw InvalidArgument(node_name(node.path) + " has batch_size " + shape_str(node.batch_size) +
+                            ", which does not start with its parent's " + shape_str(parent->batch_size));
+    }
+  }
+}
+
+// A node's keys and its actual children (sorted) must be the same set, with no repeats on either side.
+// Looks each key up instead of sorting the keys: a node may hold thousands of leaves.
+void check_keys_match_children(const NodeSpec& node, const std::vector<std::string_view>& children) {
+  if (const auto dup = std::adjacent_find(children.begin(), children.end()); dup != children.end()) {
+    throw InvalidArgument(node_name(node.path) + " has two children named '" + std::string(*dup) + "'");
+  }
+  std::vector<bool> listed(children.size());
+  for (const std::string& key : node.keys) {
+    const auto it = std::lower_bound(children.begin(), children.end(), std::string_view(key));
+    if (it == children.end() || *it != key) {
+      throw InvalidArgument(node_name(node.path) + " lists key '" + key + "' but has no such leaf or node");
+    }
+    const auto index = static_cast<std::size_t>(it - children.begin());
+    if (listed[index]) throw InvalidArgument(node_name(node.path) + " lists key '" + key + "' twice");
+    listed[index] = true;
+  }
+  if (const auto unlisted = std::find(listed.begin(), listed.end(), false); unlisted != listed.end()) {
+    throw InvalidArgument(node_name(node.path) + " does not list its child '" +
+                          std::string(children[static_cast<std::size_t>(unlisted - listed.begin())]) +
+                          "' among its keys");
+  }
+}
+
+// Walking sub-nodes and leaves in path order meets each node's children in key order, so one merge of
+// the two per node sorts them without a full sort.
+void validate_children(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves,
+                       std::span<const std::uint32_t> leaves_by_path) {
+  std::vector<std::vector<std::string_view>> children(nodes.size());
+  auto parent_index = [&](const Owner& child) {
+    const NodeSpec* parent = find_node_in(nodes, parent_of(child.path));
+    if (!parent) throw InvalidArgument(child.name() + " has no parent node " + quoted(parent_of(child.path)));
+    return static_cast<std::size_t>(parent - nodes.data());
+  };
+  for (const NodeSpec& node : nodes.subspan(1)) {
+    children[parent_index({"node", node.path})].push_back(node.path.back());
+  }
+  std::vector<std::size_t> child_nodes(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) child_nodes[i] = children[i].size();
+  for (const std::uint32_t index : leaves_by_path) {
+    const LeafSpec& leaf = leaves[index];
+    const std::size_t parent = parent_index({"leaf", leaf.path});
+    if (!starts_with(leaf.shape, nodes[parent].batch_size)) {
+      throw InvalidArgument(leaf_name(leaf.path) + " has shape " + shape_str(leaf.shape) +
+                            ", which does not start with its node's batch_size " +
+                            shape_str(nodes[parent].batch_size));
+    }
+    children[parent].push_back(leaf.path.back());
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const auto first = children[i].begin();
+    std::inplace_merge(first, first + static_cast<std::ptrdiff_t>(child_nodes[i]), children[i].end());
+    check_keys_match_children(nodes[i], children[i]);
+  }
+}
+
+// Each leaf starts at the first aligned offset after the previous one, inside the buffer.
+void check_offset(const LeafSpec& leaf, std::uint64_t previous_end, std::uint64_t total_bytes) {
+  const auto where = [&] { return leaf_name(leaf.path) + " at offset " + std::to_string(leaf.offset); };
+  if (leaf.offset % Schema::kAlignment != 0) {
+    throw InvalidArgument(where() + " is not aligned to " + std::to_string(Schema::kAlignment) + " bytes");
+  }
+  if (leaf.offset < previous_end) {
+    throw InvalidArgument(where() + " overlaps the previous leaf, which ends at " + std::to_string(previous_end));
+  }
+  const std::optional<std::uint64_t> end = detail::checked_add(leaf.offset, leaf.nbytes);
+  if (!end || *end > total_bytes) {
+    throw InvalidArgument(where() + " with " + std::to_string(leaf.nbytes) + " bytes lies outside the buffer of " +
+                          std::to_string(total_bytes) + " bytes");
+  }
+  if (leaf.offset != align_up(previous_end)) {
+    throw InvalidArgument(where() + " leaves a gap after the previous leaf (expected offset " +
+                          std::to_string(align_up(previous_end)) + ")");
+  }
+}
+
+void validate_layout(std::span<const LeafSpec> leaves, std::uint64_t total_bytes) {
+  std::uint64_t end = 0;
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    const LeafSpec& leaf = leaves[i];
+    if (i > 0 && leaves[i - 1].dtype == leaf.dtype && leaves[i - 1].path == leaf.path) {
+      throw InvalidArgument(leaf_name(leaf.path) + " appears twice");
+    }
+    if (i > 0 && !layout_before(leaves[i - 1], leaf)) {
+      throw InvalidArgument(leaf_name(leaf.path) + " is out of layout order (dtype bucket, then path) after " +
+                            quoted(leaves[i - 1].path));
+    }
+    if (const std::uint64_t expected = leaf_nbytes(leaf.dtype, leaf.shape, leaf.path); leaf.nbytes != expected) {
+      throw InvalidArgument(leaf_name(leaf.path) + " records " + std::to_string(leaf.nbytes) + " bytes but shape " +
+                            shape_str(leaf.shape) + " of " + std::string(dtype_name(leaf.dtype)) + " needs " +
+                            std::to_string(expected));
+    }
+    check_offset(leaf, end, total_bytes);
+    end = leaf.offset + leaf.nbytes;
+  }
+  if (total_bytes != align_up(end)) {
+    throw InvalidArgument("total_bytes " + std::to_string(total_bytes) + " differs from the " +
+                          std::to_string(align_up(end)) + " bytes the leaves need");
+  }
+}
+
+// Each bucket is already sorted by path, so the path order is a merge of the bucket runs.
+std::vector<std::uint32_t> index_by_path(std::span<const LeafSpec> leaves, std::span<const DTypeBucket> buckets) {
+  std::vector<std::uint32_t> order(leaves.size());
+  std::iota(order.begin(), order.end(), 0U);
+  const auto by_path = [&](std::uint32_t a, std::uint32_t b) { return compare_paths(leaves[a].path, leaves[b].path) < 0; };
+  for (const DTypeBucket& bucket : buckets) {
+    const auto start = order.begin() + static_cast<std::ptrdiff_t>(bucket.first_leaf);
+    std::inplace_merge(order.begin(), start, start + static_cast<std::ptrdiff_t>(bucket.leaf_count), by_path);
+  }
+  return order;
+}
+
+std::vector<DTypeBucket> collect_buckets(std::span<const LeafSpec> leaves) {
+  std::vector<DTypeBucket> buckets;
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    const LeafSpec& leaf = leaves[i];
+    if (buckets.empty() || buckets.back().dtype != leaf.dtype) {
+      buckets.push_back({leaf.dtype, leaf.offset, 0, i, 0});
+    }
+    DTypeBucket& bucket = buckets.back();
+    bucket.nbytes = leaf.offset + leaf.nbytes - bucket.offset;
+    ++bucket.leaf_count;
+  }
+  return buckets;
+}
+
+// Length-prefixed little-endian fields, so that two different layouts never share a byte string.
+class CanonicalBytes {
+ public:
+  void number(std::uint64_t value) {
+    const boost::endian::little_uint64_buf_t little(value);
+    bytes_.append(reinterpret_cast<const char*>(little.data()), sizeof little);
+  }
+  void text(const std::string& s) {
+    number(s.size());
+    bytes_ += s;
+  }
+  void path(const Path& path) {
+    number(path.size());
+    for (const std::string& key : path) text(key);
+  }
+  void shape(const Shape& shape) {
+    number(shape.size());
+    for (const std::int64_t dim : shape) number(static_cast<std::uint64_t>(dim));
+  }
+  std::uint64_t hash() const { return XXH3_64bits(bytes_.data(), bytes_.size()); }
+
+ private:
+  std::string bytes_;
+};
+
+std::uint64_t layout_fingerprint(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves,
+                                 std::uint64_t total_bytes) {
+  CanonicalBytes bytes;
+  bytes.number(Schema::kFormatVersion);
+  bytes.number(leaves.size());
+  for (const LeafSpec& leaf : leaves) {
+    bytes.path(leaf.path);
+    bytes.number(static_cast<std::uint64_t>(leaf.dtype));
+    bytes.shape(leaf.shape);
+    bytes.number(leaf.offset);
+    bytes.number(leaf.nbytes);
+  }
+  bytes.number(nodes.size());
+  for (const NodeSpec& node : nodes) {
+    bytes.path(node.path);
+    bytes.shape(node.batch_size);
+  }
+  bytes.number(total_bytes);
+  return bytes.hash();
+}
+
+}  // namespace
+
+Schema::Schema(std::vector<NodeSpec> nodes, std::vector<LeafSpec> leaves, std::uint64_t total_bytes,
+               DeviceType storage_device)
+    : nodes_(std::move(nodes)),
+      leaves_(std::move(leaves)),
+      total_bytes_(total_bytes),
+      storage_device_(storage_device) {
+  validate_entries(nodes_, leaves_, storage_device_);
+  validate_nodes(nodes_);
+  validate_layout(leaves_, total_bytes_);
+  buckets_ = collect_buckets(leaves_);
+  leaves_by_path_ = index_by_path(leaves_, buckets_);
+  validate_children(nodes_, leaves_, leaves_by_path_);
+  fingerprint_ = layout_fingerprint(nodes_, leaves_, total_bytes_);
+}
+
+Schema Schema::plan(std::vector<NodeSpec> nodes, std::vector<LeafPlan> leaves, DeviceType storage_device) {
+  std::sort(nodes.begin(), nodes.end(), [](const NodeSpec& a, const NodeSpec& b) { return a.path < b.path; });
+  std::vector<LeafSpec> layout;
+  layout.reserve(leaves.size());
+  for (LeafPlan& leaf : leaves) {
+    const std::uint64_t nbytes = leaf_nbytes(leaf.dtype, leaf.shape, leaf.path);
+    layout.push_back({std::move(leaf.path), leaf.dtype, std::move(leaf.shape), 0, nbytes});
+  }
+  std::sort(layout.begin(), layout.end(), layout_before);
+  const std::uint64_t total_bytes = assign_offsets(layout);
+  return Schema(std::move(nodes), std::move(layout), total_bytes, storage_device);
+}
+
+const LeafSpec* Schema::find_leaf(const Path& path) const {
+  const auto it = std::lower_bound(leaves_by_path_.begin(), leaves_by_path_.end(), path,
+                                   [&](std::uint32_t i, const Path& p) { return leaves_[i].path < p; });
+  return it != leaves_by_path_.end() && leaves_[*it].path == path ? &leaves_[*it] : nullptr;
+}
+
+const NodeSpec* Schema::find_node(const Path& path) const { return find_node_in(nodes_, path); }
+
+const DTypeBucket* Schema::find_bucket(DType dtype) const {
+  const auto it = std::find_if(buckets_.begin(), buckets_.end(), [&](const DTypeBucket& b) { return b.dtype == dtype; });
+  return it != buckets_.end() ? &*it : nullptr;
+}
+
+bool operator==(const Schema& a, const Schema& b) {
+  return a.fingerprint_ == b.fingerprint_ && a.total_bytes_ == b.total_bytes_ &&
+         a.storage_device_ == b.storage_device_ && a.leaves_ == b.leaves_ && a.nodes_ == b.nodes_;
+}
+
+}  // namespace tensortree

@@ -1,0 +1,365 @@
+// TensorTree's collectives: broadcast, all_gather, gather, scatter, reduce and all_reduce, over
+// dist_ops and the Backend interface (no MPI or NCCL here).
+//
+// Broadcast moves one small round (the root's announcement: layout fingerprint, payload and schema
+// lengths, device kind) and then the payload, with the schema behind it only the first time the
+// root broadcasts that layout on the group. The gathers and scatter move one block per rank:
+// [wire header | schema, padded to 64 bytes | payload], each rank's layout its own.
+#include <array>
+#include <exception>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/checked_math.hpp"
+#include "tree/consolidation_access.hpp"
+#include "comm/dist_internal.hpp"
+#include "tensortree/dist_ops.hpp"
+#include "tensortree/schema.hpp"
+#include "tensortree/tree.hpp"
+#include "tree_comm/tree_comm_internal.hpp"
+#include "tree_comm/wire.hpp"
+
+namespace tensortree {
+
+namespace {
+
+using detail::LayoutRegistry;
+using detail::Outgoing;
+using detail::WireHeader;
+
+// The payload starts at the schema's end rounded up, so every leaf keeps its alignment.
+std::size_t padded(std::size_t bytes) {
+  const std::optional<std::uint64_t> rounded = detail::checked_align_up(bytes, Schema::kAlignment);
+  if (!rounded) throw InvalidArgument("a schema of " + std::to_string(bytes) + " bytes cannot be aligned");
+  return static_cast<std::size_t>(*rounded);
+}
+
+// Schema bytes as they sit in host or device memory, decoded (CorruptData on any violation).
+std::shared_ptr<const Schema> decode_schema_at(const std::byte* at, Device device, std::size_t nbytes) {
+  std::vector<std::byte> host(nbytes);
+  detail::copy_bytes(host.data(), Device::cpu(), at, device, nbytes);
+  return std::make_shared<const Schema>(Schema::decode(host));
+}
+
+// What this rank holds before a broadcast or scatter delivers: its tree's layout, or why it has
+// none that can take part (kept until the transfer is over, so that no rank is left waiting).
+struct Receiver {
+  bool empty = true;
+  std::shared_ptr<const Schema> schema;
+  std::exception_ptr problem;
+};
+
+Receiver receiver_of(const TensorTree& tree, std::string_view op) {
+  Receiver mine;
+  if (tree.empty()) return mine;
+  mine.empty = false;
+  try {
+    mine.schema = detail::layout_of(tree, detail::device_of(tree, op)).schema;
+  } catch (...) {
+    mine.problem = std::current_exception();
+  }
+  return mine;
+}
+
+// A tree that arrived for this rank (its payload at byte 0 of `payload`): into this rank's tree
+// when it has that layout, as this rank's new tree when it holds none, SchemaMismatch otherwise.
+void deliver(TensorTree& tree, const Receiver& mine, const StoragePtr& payload, std::shared_ptr<const Schema> schema,
+             int root, std::string_view op) {
+  if (mine.problem) std::rethrow_exception(mine.problem);
+  if (mine.empty) {
+    tree = TensorTree::from_consolidated(payload, std::move(schema));
+    return;
+  }
+  if (mine.schema->fingerprint() != schema->fingerprint()) {
+    std::string message(op);
+    message += ": this rank's tree has layout fingerprint " + std::to_string(mine.schema->fingerprint());
+    message += " but the root (rank " + std::to_string(root) + ") sent layout fingerprint " +
+               std::to_string(schema->fingerprint()) + "; the tree is unchanged";
+    throw SchemaMismatch(message);
+  }
+  detail::take_payload(tree, *mine.schema, payload, 0);
+}
+
+// ---- broadcast ------------------------------------------------------------------------------------------
+
+// The root's announcement, one small round on the host: whether the root could send, and what.
+struct Announcement {
+  bool ok = false;
+  DeviceType device = DeviceType::CPU;
+  WireHeader header;
+};
+
+enum AnnouncementWord { kOk, kDevice, kFingerprint, kPayload, kSchemaBytes, kAnnouncementWords };
+
+Announcement announce(const Announcement& mine, int root, const Group& group) {
+  std::array<std::int64_t, kAnnouncementWords> words{
+      mine.ok ? 1 : 0, static_cast<std::int64_t>(mine.device), static_cast<std::int64_t>(mine.header.fingerprint),
+      static_cast<std::int64_t>(mine.header.payload_bytes), static_cast<std::int64_t>(mine.header.schema_bytes)};
+  const Tensor message = dist::detail::int64_tensor(words);
+  dist::detail::metadata_backend(group).broadcast(message, root)->wait();
+  const std::vector<std::int64_t> got = dist::detail::int64_values(message);
+  const auto device = static_cast<std::uint64_t>(got[kDevice]);
+  if (got[kOk] != 0 && got[kOk] != 1) throw CorruptData("broadcast: the root's announcement is malformed");
+  if (device > static_cast<std::uint64_t>(DeviceType::CUDA) || got[kPayload] < 0 || got[kSchemaBytes] < 0) {
+    throw CorruptData("broadcast: the root's announcement names device kind " + std::to_string(got[kDevice]) +
+                      ", " + std::to_string(got[kPayload]) + " payload bytes and " +
+                      std::to_string(got[kSchemaBytes]) + " schema bytes");
+  }
+  return {got[kOk] == 1, static_cast<DeviceType>(device),
+          {static_cast<std::uint64_t>(got[kFingerprint]), static_cast<std::uint64_t>(got[kPayload]),
+           static_cast<std::uint64_t>(got[kSchemaBytes])}};
+}
+
+void broadcast_from_root(const TensorTree& tree, const Group& group) {
+  const int root = group.rank();
+  const auto registry = LayoutRegistry::of(group);
+  Announcement mine;
+  Outgoing out;
+  std::vector<std::byte> schema_bytes;
+  std::exception_ptr failure;
+  Device device = Device::cpu();
+  try {
+    device = detail::device_of(tree, "broadcast");
+    const auto schema = detail::layout_of(tree, device).schema;
+    if (!registry->published(schema->fingerprint())) schema_bytes = schema->encode();
+    out = detail::pack_for_wire(tree, device, schema_bytes.size());
+    mine = {true, device.type(), {out.schema->fingerprint(), out.schema->total_bytes(), schema_bytes.size()}};
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  announce(mine, root, group);
+  if (failure) std::rethrow_exception(failure);
+  const std::uint64_t total = out.schema->total_bytes();
+  detail::copy_bytes(out.buffer->data() + total, device, schema_bytes.data(), Device::cpu(), schema_bytes.size());
+  group.backend(device).broadcast(detail::bytes_of(out.buffer, 0, total + schema_bytes.size()), root)->wait();
+  if (!schema_bytes.empty()) {
+    registry->remember(out.schema);
+    registry->mark_published(out.schema->fingerprint());
+  }
+}
+
+void broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
+  const Receiver mine = receiver_of(tree, "broadcast");
+  const Announcement sent = announce({}, root, group);
+  if (!sent.ok) {
+    throw InvalidArgument("broadcast: the root (rank " + std::to_string(root) +
+                          ") could not send its tree and reported why there; nothing was sent");
+  }
+  const Device device = dist::detail::device_of_kind(sent.device);
+  const std::uint64_t total = sent.header.payload_bytes;
+  Backend& backend = group.backend(device);
+  // The announcement already vouched for the layout: a consolidated tree of it takes the bytes in place.
+  const bool direct = !mine.empty && !mine.problem && sent.header.schema_bytes == 0 &&
+                      mine.schema->fingerprint() == sent.header.fingerprint && tree.is_consolidated() &&
+                      tree.storage()->device() == device;
+  if (direct) {
+    backend.broadcast(detail::bytes_of(tree.storage(), 0, total), root)->wait();
+    return;
+  }
+  const std::size_t length = total + sent.header.schema_bytes;
+  const StoragePtr buffer = mine.empty ? Storage::allocate(std::max<std::size_t>(length, total + kWireHeaderBytes), device)
+                                       : detail::spare_buffer(length, device);
+  backend.broadcast(detail::bytes_of(buffer, 0, length), root)->wait();
+
+  const auto registry = LayoutRegistry::of(group);
+  std::shared_ptr<const Schema> schema;
+  if (sent.header.schema_bytes > 0) {
+    schema = decode_schema_at(buffer->data() + total, device, sent.header.schema_bytes);
+    if (schema->fingerprint() != sent.header.fingerprint || schema->total_bytes() != total) {
+      throw CorruptData("broadcast: the schema the root (rank " + std::to_string(root) +
+                        ") sent does not describe the payload it announced");
+    }
+    registry->remember(schema);
+  } else {
+    schema = registry->find(sent.header.fingerprint);
+    if (!schema && mine.schema && mine.schema->fingerprint() == sent.header.fingerprint) schema = mine.schema;
+    if (!schema && mine.empty) {
+      throw InvalidArgument("broadcast: the root (rank " + std::to_string(root) + ") sent layout fingerprint " +
+                            std::to_string(sent.header.fingerprint) +
+                            " without its schema, and this rank has not seen that layout on this group");
+    }
+    // A tree of another layout: deliver() names both.
+    if (!schema) schema = mine.schema;
+  }
+  deliver(tree, mine, buffer, std::move(schema), root, "broadcast");
+}
+
+// ---- blocks of the gathers and scatter ----------------------------------------------------------------------
+
+// [wire header | schema, padded | payload] of `tree` on `device`, as a 1-D uint8 tensor.
+Tensor block_of(const TensorTree& tree, Device device) {
+  const auto schema = detail::layout_of(tree, device).schema;
+  const std::vector<std::byte> schema_bytes = schema->encode();
+  const std::size_t payload_at = kWireHeaderBytes + padded(schema_bytes.size());
+  const std::size_t length = payload_at + schema->total_bytes();
+  const StoragePtr buffer = Storage::allocate(length, device);
+  detail::write_wire_header({schema->fingerprint(), schema->total_bytes(), schema_bytes.size()}, buffer->data(), device);
+  detail::copy_bytes(buffer->data() + kWireHeaderBytes, device, schema_bytes.data(), Device::cpu(), schema_bytes.size());
+  const std::size_t gap = payload_at - kWireHeaderBytes - schema_bytes.size();
+  if (gap > 0) {
+    const std::vector<std::byte> zeros(gap);
+    detail::copy_bytes(buffer->data() + kWireHeaderBytes + schema_bytes.size(), device, zeros.data(), Device::cpu(), gap);
+  }
+  detail::pack_tree(tree, {.device = device, .reuse = detail::sub_storage(buffer, payload_at, schema->total_bytes())});
+  return detail::bytes_of(buffer, 0, length);
+}
+
+struct ArrivedTree {
+  StoragePtr payload;
+  std::shared_ptr<const Schema> schema;
+};
+
+// The tree in a block that `sender` contributed; CorruptData when the block contradicts itself.
+ArrivedTree tree_in_block(const Tensor& block, int sender, const char* op) {
+  const Device device = block.device();
+  const auto* first = static_cast<const std::byte*>(block.data_ptr());
+  const auto corrupt = [&](const std::string& problem) {
+    std::string message = op;
+    message += ": the block from rank " + std::to_string(sender) + " " + problem;
+    throw CorruptData(message);
+  };
+  if (block.nbytes() < kWireHeaderBytes) corrupt("is shorter than a wire header");
+  const WireHeader header = detail::read_wire_header(first, device, sender, op);
+  const std::size_t room = block.nbytes() - kWireHeaderBytes;
+  if (header.schema_bytes > room || padded(header.schema_bytes) + header.payload_bytes != room) {
+    corrupt("has " + std::to_string(block.nbytes()) + " bytes, not the header's " +
+            std::to_string(header.schema_bytes) + " schema bytes and " + std::to_string(header.payload_bytes) +
+            " payload bytes");
+  }
+  auto schema = decode_schema_at(first + kWireHeaderBytes, device, header.schema_bytes);
+  if (schema->fingerprint() != header.fingerprint || schema->total_bytes() != header.payload_bytes) {
+    corrupt("carries a schema that does not match its header");
+  }
+  const std::size_t payload_at = block.byte_offset() + kWireHeaderBytes + padded(header.schema_bytes);
+  return {detail::sub_storage(block.storage(), payload_at, header.payload_bytes), std::move(schema)};
+}
+
+std::vector<TensorTree> trees_in_blocks(const std::vector<Tensor>& blocks, const char* op) {
+  std::vector<TensorTree> trees;
+  trees.reserve(blocks.size());
+  for (std::size_t r = 0; r < blocks.size(); ++r) {
+    ArrivedTree arrived = tree_in_block(blocks[r], static_cast<int>(r), op);
+    trees.push_back(TensorTree::from_consolidated(std::move(arrived.payload), std::move(arrived.schema)));
+  }
+  return trees;
+}
+
+// ---- reductions -----------------------------------------------------------------------------------------------
+
+// One small round: SchemaMismatch on every rank unless every rank holds `fingerprint`. The maximum of
+// the fingerprints and of their complements are both this rank's own only when all are equal.
+void check_same_layout(std::uint64_t fingerprint, const Group& group, std::string_view op) {
+  const std::array<std::int64_t, 2> words{static_cast<std::int64_t>(fingerprint),
+                                          static_cast<std::int64_t>(~fingerprint)};
+  const Tensor maxima = dist::detail::int64_tensor(words);
+  dist::all_reduce(maxima, group, ReduceOp::Max);
+  const std::vector<std::int64_t> got = dist::detail::int64_values(maxima);
+  const auto highest = static_cast<std::uint64_t>(got[0]);
+  const auto lowest = ~static_cast<std::uint64_t>(got[1]);
+  if (highest == fingerprint && lowest == fingerprint) return;
+  std::string message(op);
+  message += ": rank " + std::to_string(group.rank()) + " holds layout fingerprint " + std::to_string(fingerprint) +
+             " but another rank holds " + std::to_string(highest != fingerprint ? highest : lowest) +
+             "; every rank needs a tree of one layout";
+  throw SchemaMismatch(message);
+}
+
+// Reduces the tree in place, one call per dtype bucket; into `dst` only when it is set.
+void reduce_buckets(const TensorTree& tree, const Group& group, ReduceOp op, std::optional<int> dst,
+                    std::string_view name) {
+  dist::detail::check_member(group, name);
+  if (dst) dist::detail::check_rank(*dst, "dst", group, name);
+  const Device device = detail::device_of(tree, name);
+  const detail::TreeLayout layout = detail::layout_of(tree, device);
+  check_same_layout(layout.schema->fingerprint(), group, name);
+  StoragePtr buffer = layout.storage;
+  if (!buffer) {
+    const StoragePtr spare = detail::spare_buffer(layout.schema->total_bytes(), device);
+    buffer = detail::pack_tree(tree, {.device = device, .reuse = spare}).storage;
+  }
+  std::vector<WorkPtr> works;
+  for (const DTypeBucket& bucket : layout.schema->buckets()) {
+    if (bucket.nbytes == 0) continue;
+    const Tensor view(buffer, bucket.offset, bucket.dtype,
+                      {static_cast<std::int64_t>(bucket.nbytes / itemsize(bucket.dtype))}, {});
+    works.push_back(dst ? dist::reduce_async(view, *dst, group, op) : dist::all_reduce_async(view, group, op));
+  }
+  for (const WorkPtr& work : works) work->wait();
+  const bool holds_result = !dst || *dst == group.rank();
+  if (!layout.storage && holds_result) tree.unpack_from(*buffer, *layout.schema);
+}
+
+}  // namespace
+
+TensorTree& TensorTree::broadcast(int src, const Group& group) {
+  dist::detail::check_member(group, "broadcast");
+  dist::detail::check_rank(src, "src", group, "broadcast");
+  if (group.rank() == src) {
+    broadcast_from_root(*this, group);
+  } else {
+    broadcast_to_receiver(*this, src, group);
+  }
+  return *this;
+}
+
+std::vector<TensorTree> TensorTree::all_gather(const Group& group) const {
+  dist::detail::check_member(group, "all_gather");
+  const Tensor block = block_of(*this, detail::device_of(*this, "all_gather"));
+  return trees_in_blocks(dist::all_gather_variadic_shape(block, group), "all_gather");
+}
+
+std::vector<TensorTree> TensorTree::gather(int dst, const Group& group) const {
+  dist::detail::check_member(group, "gather");
+  dist::detail::check_rank(dst, "dst", group, "gather");
+  const Tensor block = block_of(*this, detail::device_of(*this, "gather"));
+  return trees_in_blocks(dist::gather_variadic_shape(block, dst, group), "gather");
+}
+
+TensorTree& TensorTree::scatter(int src, std::span<const TensorTree> trees, const Group& group) {
+  constexpr const char* op = "scatter";
+  dist::detail::check_member(group, op);
+  dist::detail::check_rank(src, "src", group, op);
+  const Receiver mine = receiver_of(*this, op);
+  const auto n = static_cast<std::size_t>(group.size());
+  // The root's verdict and device kind go first, so that every rank posts the same data round.
+  Announcement verdict;
+  std::vector<Tensor> blocks;
+  std::exception_ptr failure;
+  if (group.rank() == src) {
+    try {
+      if (trees.size() != n) {
+        throw InvalidArgument("scatter: the root passed " + std::to_string(trees.size()) + " trees for a group of " +
+                              std::to_string(n) + " ranks");
+      }
+      const Device device = detail::device_of(trees[0], op);
+      for (const TensorTree& tree : trees) blocks.push_back(block_of(tree, device));
+      verdict = {true, device.type(), {}};
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  const Announcement sent = announce(verdict, src, group);
+  if (failure) std::rethrow_exception(failure);
+  if (!sent.ok) {
+    throw InvalidArgument("scatter: the root (rank " + std::to_string(src) +
+                          ") passed invalid trees and reported why there; nothing was scattered");
+  }
+  if (group.rank() != src) {
+    const Tensor nothing = Tensor::empty({0}, {DType::UInt8, dist::detail::device_of_kind(sent.device)});
+    blocks.assign(n, nothing);
+  }
+  const std::vector<Tensor> arrived = dist::all_to_all_variadic_shape(blocks, group);
+  ArrivedTree tree = tree_in_block(arrived[static_cast<std::size_t>(src)], src, op);
+  deliver(*this, mine, tree.payload, std::move(tree.schema), src, op);
+  return *this;
+}
+
+void TensorTree::reduce(int dst, const Group& group, ReduceOp op) { reduce_buckets(*this, group, op, dst, "reduce"); }
+
+void TensorTree::all_reduce(const Group& group, ReduceOp op) {
+  reduce_buckets(*this, group, op, std::nullopt, "all_reduce");
+}
+
+}  // namespace tensortree

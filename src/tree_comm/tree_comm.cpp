@@ -1,0 +1,201 @@
+// TensorTree's point-to-point methods: send/recv/isend/irecv and init_remote/from_remote_init, over
+// dist_ops and the Backend interface (no MPI or NCCL here). Wire format: transfer.hpp.
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/dist_internal.hpp"
+#include "tensortree/dist_ops.hpp"
+#include "tensortree/schema.hpp"
+#include "tensortree/tree.hpp"
+#include "tree_comm/tree_comm_internal.hpp"
+#include "tree_comm/wire.hpp"
+
+namespace tensortree {
+
+namespace {
+
+using detail::Outgoing;
+using detail::WireHeader;
+
+void check_peer(int peer, const char* name, const Group& group, std::string_view op, bool any_source_ok) {
+  dist::detail::check_member(group, op);
+  if (!(any_source_ok && peer == kAnySource)) dist::detail::check_rank(peer, name, group, op);
+}
+
+// The payload with its wire header written behind it, sent as one message.
+WorkPtr post_consolidated(const Outgoing& out, Device device, int dst, const Group& group, int tag) {
+  const std::uint64_t total = out.schema->total_bytes();
+  detail::write_wire_header({out.schema->fingerprint(), total, 0}, out.buffer->data() + total, device);
+  return group.backend(device).send(detail::bytes_of(out.buffer, 0, total + kWireHeaderBytes), dst, tag);
+}
+
+// The leaves with bytes, in layout order: the order both ends agree on whatever their insertion order.
+std::vector<Tensor> leaves_in_layout_order(const TensorTree& tree, Device device) {
+  std::vector<Tensor> leaves;
+  for (const LeafSpec& spec : detail::layout_of(tree, device).schema->leaves()) {
+    if (spec.nbytes > 0) leaves.push_back(tree.get(spec.path));
+  }
+  return leaves;
+}
+
+WorkPtr post_per_leaf(const TensorTree& tree, Device device, P2POp::Kind kind, int peer, const Group& group, int tag) {
+  std::vector<P2POp> ops;
+  for (Tensor& leaf : leaves_in_layout_order(tree, device)) ops.push_back({kind, std::move(leaf), peer, tag});
+  return dist::batch_isend_irecv(ops, group);
+}
+
+std::string layout_text(std::uint64_t fingerprint, std::uint64_t bytes) {
+  return "fingerprint " + std::to_string(fingerprint) + ", " + std::to_string(bytes) + " bytes";
+}
+
+// A consolidated receive: complete once the message has arrived, its wire header matched the
+// expected layout, and `deliver` has moved the payload where it belongs. A message of the wrong
+// length is SchemaMismatch too (the backend found it; its text says by how much).
+class TreeReceiveWork final : public Work {
+ public:
+  using Deliver = std::function<void(const StoragePtr&)>;
+
+  TreeReceiveWork(WorkPtr transfer, StoragePtr buffer, std::shared_ptr<const Schema> schema, int src, Deliver deliver)
+      : transfer_(std::move(transfer)),
+        buffer_(std::move(buffer)),
+        schema_(std::move(schema)),
+        src_(src),
+        deliver_(std::move(deliver)) {}
+
+  int source_rank() const override { return transfer_->source_rank(); }
+
+ protected:
+  bool test() override { return transfer_->is_completed(); }
+  // The transfer's error, if any, is rethrown (and translated) by finish().
+  void block() override {
+    try {
+      transfer_->wait();
+    } catch (...) {
+    }
+  }
+  void finish() override {
+    const std::uint64_t total = schema_->total_bytes();
+    try {
+      transfer_->wait();
+    } catch (const InvalidArgument& wrong_length) {
+      throw SchemaMismatch("recv: the message from " + detail::rank_name(src_) +
+                           " does not have the length of this tree's layout (" +
+                           layout_text(schema_->fingerprint(), total) + " + a " + std::to_string(kWireHeaderBytes) +
+                           "-byte header): " + wrong_length.what());
+    }
+    const int sender = src_ == kAnySource ? transfer_->source_rank() : src_;
+    const WireHeader header = detail::read_wire_header(buffer_->data() + total, buffer_->device(), sender, "recv");
+    if (header.fingerprint != schema_->fingerprint() || header.payload_bytes != total || header.schema_bytes != 0) {
+      throw SchemaMismatch("recv: this tree's layout (" + layout_text(schema_->fingerprint(), total) +
+                           ") differs from the layout " + detail::rank_name(sender) + " sent (" +
+                           layout_text(header.fingerprint, header.payload_bytes) + "); the tree is unchanged");
+    }
+    deliver_(buffer_);
+  }
+
+ private:
+  WorkPtr transfer_;
+  StoragePtr buffer_;
+  std::shared_ptr<const Schema> schema_;
+  int src_;
+  Deliver deliver_;
+};
+
+WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema> schema, int src, const Group& group,
+                          int tag, TreeReceiveWork::Deliver deliver) {
+  const std::uint64_t length = schema->total_bytes() + kWireHeaderBytes;
+  WorkPtr transfer = group.backend(buffer->device()).recv(detail::bytes_of(buffer, 0, length), src, tag);
+  return std::make_shared<TreeReceiveWork>(std::move(transfer), buffer, std::move(schema), src, std::move(deliver));
+}
+
+Tensor bytes_tensor(std::span<const std::byte> bytes) {
+  Tensor out = Tensor::empty({static_cast<std::int64_t>(bytes.size())}, {DType::UInt8});
+  detail::copy_bytes(static_cast<std::byte*>(out.data_ptr()), Device::cpu(), bytes.data(), Device::cpu(), bytes.size());
+  return out;
+}
+
+}  // namespace
+
+// ---- send / recv -------------------------------------------------------------------------------------
+
+WorkPtr TensorTree::isend(int dst, const Group& group, const SendOptions& options) const {
+  constexpr std::string_view op = "send";
+  check_peer(dst, "dst", group, op, false);
+  dist::detail::check_tag(options.tag, "tag", op);
+  const Device device = detail::device_of(*this, op);
+  if (options.mode == TransferMode::PerLeaf) {
+    return post_per_leaf(*this, device, P2POp::Kind::Send, dst, group, options.tag);
+  }
+  return post_consolidated(detail::pack_for_wire(*this, device, kWireHeaderBytes), device, dst, group, options.tag);
+}
+
+void TensorTree::send(int dst, const Group& group, const SendOptions& options) const {
+  isend(dst, group, options)->wait();
+}
+
+WorkPtr TensorTree::irecv(int src, const Group& group, const RecvOptions& options) {
+  constexpr std::string_view op = "recv";
+  check_peer(src, "src", group, op, options.mode == TransferMode::Consolidated);
+  dist::detail::check_tag(options.tag, "tag", op);
+  const Device device = detail::device_of(*this, op);
+  if (options.mode == TransferMode::PerLeaf) {
+    return post_per_leaf(*this, device, P2POp::Kind::Recv, src, group, options.tag);
+  }
+  std::shared_ptr<const Schema> schema = detail::layout_of(*this, device).schema;
+  const StoragePtr spare = detail::spare_buffer(schema->total_bytes() + kWireHeaderBytes, device);
+  auto deliver = [this, schema, threads = options.threads](const StoragePtr& arrived) {
+    detail::take_payload(*this, *schema, arrived, threads);
+  };
+  return post_tree_receive(spare, schema, src, group, options.tag, std::move(deliver));
+}
+
+int TensorTree::recv(int src, const Group& group, const RecvOptions& options) {
+  const WorkPtr work = irecv(src, group, options);
+  work->wait();
+  return src == kAnySource ? work->source_rank() : src;
+}
+
+// ---- init_remote / from_remote_init ----------------------------------------------------------------
+
+void TensorTree::init_remote(int dst, const Group& group, const InitRemoteOptions& options) const {
+  if (options.use_broadcast) {
+    dist::detail::check_member(group, "init_remote");
+    TensorTree(*this).broadcast(group.rank(), group);
+    return;
+  }
+  constexpr std::string_view op = "init_remote";
+  check_peer(dst, "dst", group, op, false);
+  dist::detail::check_tag(options.tag, "tag", op);
+  const Device device = detail::device_of(*this, op);
+  const Outgoing out = detail::pack_for_wire(*this, device, kWireHeaderBytes);
+  // The schema first: the receiver learns from it how long the data message is.
+  const WorkPtr schema_sent =
+      dist::detail::metadata_backend(group).send(bytes_tensor(out.schema->encode()), dst, options.tag);
+  const WorkPtr data_sent = post_consolidated(out, device, dst, group, options.tag);
+  schema_sent->wait();
+  data_sent->wait();
+}
+
+TensorTree TensorTree::from_remote_init(int src, const Group& group, const InitRemoteOptions& options) {
+  if (options.use_broadcast) {
+    dist::detail::check_member(group, "from_remote_init");
+    TensorTree tree;
+    tree.broadcast(src, group);
+    return tree;
+  }
+  constexpr std::string_view op = "from_remote_init";
+  check_peer(src, "src", group, op, true);
+  dist::detail::check_tag(options.tag, "tag", op);
+  const ReceivedMessage announced = dist::detail::metadata_backend(group).recv_message(src, options.tag);
+  const auto* first = static_cast<const std::byte*>(announced.bytes.data_ptr());
+  auto schema = std::make_shared<const Schema>(Schema::decode({first, announced.bytes.nbytes()}));
+  const Device device = dist::detail::device_of_kind(schema->storage_device());
+  const StoragePtr storage = Storage::allocate(schema->total_bytes() + kWireHeaderBytes, device);
+  post_tree_receive(storage, schema, announced.source, group, options.tag, [](const StoragePtr&) {})->wait();
+  return from_consolidated(storage, std::move(schema));
+}
+
+}  // namespace tensortree

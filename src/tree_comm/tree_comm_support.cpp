@@ -1,0 +1,98 @@
+#include <map>
+#include <string>
+#include <utility>
+
+#include "core/storage_access.hpp"
+#include "tree/consolidation_access.hpp"
+#include "tree/layout_plan.hpp"
+#include "tree_comm/tree_comm_internal.hpp"
+#include "tree_comm/wire.hpp"
+
+namespace tensortree::detail {
+
+Device device_of(const TensorTree& tree, std::string_view op) {
+  // A consolidated tree's leaves all view its buffer: no walk over them per transfer.
+  if (tree.is_consolidated()) return tree.storage()->device();
+  if (const std::optional<Device> device = tree.device()) return *device;
+  bool has_leaves = false;
+  tree.for_each_leaf([&](const Path&, const Tensor&) { has_leaves = true; });
+  if (has_leaves) {
+    std::string message(op);
+    message += ": the tree's leaves are on more than one device; move them to one with to()";
+    throw NotSupported(message);
+  }
+  return Device::cpu();
+}
+
+TreeLayout layout_of(const TensorTree& tree, Device device) {
+  if (tree.is_consolidated()) return {tree.schema(), tree.storage()};
+  return {layout_plan_for(tree, walk_tree(tree), device.type())->schema, nullptr};
+}
+
+Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room) {
+  if (tree.is_consolidated()) {
+    const StoragePtr& own = tree.storage();
+    if (own->kind() != MemoryKind::Foreign && own->device() == device &&
+        own->nbytes() >= tree.schema()->total_bytes() + room) {
+      return {own, tree.schema()};
+    }
+  }
+  const std::shared_ptr<const Schema> schema = layout_of(tree, device).schema;
+  const StoragePtr spare = spare_buffer(schema->total_bytes() + room, device);
+  PackedTree packed = pack_tree(tree, {.device = device, .reuse = spare});
+  return {std::move(packed.storage), std::move(packed.plan->schema)};
+}
+
+void take_payload(const TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads) {
+  if (tree.is_consolidated() && tree.schema()->fingerprint() == schema.fingerprint()) {
+    Storage& own = *tree.storage();
+    const bool both_ours = own.kind() != MemoryKind::Foreign && arrived->kind() != MemoryKind::Foreign;
+    if (both_ours && own.device() == arrived->device()) {
+      StorageAccess::swap_memory(own, *arrived);
+    } else {
+      copy_bytes(own.data(), own.device(), arrived->data(), arrived->device(), schema.total_bytes());
+    }
+    return;
+  }
+  tree.unpack_from(*arrived, schema, threads);
+}
+
+// ---- LayoutRegistry ------------------------------------------------------------------------------
+
+std::shared_ptr<LayoutRegistry> LayoutRegistry::of(const Group& group) {
+  // Keyed by the group's shared state; an entry whose group is gone (its address possibly reused
+  // by a new group) starts afresh.
+  struct Entry {
+    std::weak_ptr<GroupState> group;
+    std::shared_ptr<LayoutRegistry> registry;
+  };
+  static std::mutex mutex;
+  static std::map<const GroupState*, Entry> registries;
+  std::lock_guard lock(mutex);
+  Entry& entry = registries[group.state().get()];
+  if (!entry.registry || entry.group.expired()) entry = {group.state(), std::make_shared<LayoutRegistry>()};
+  return entry.registry;
+}
+
+bool LayoutRegistry::published(std::uint64_t fingerprint) const {
+  std::lock_guard lock(mutex_);
+  return published_.contains(fingerprint);
+}
+
+void LayoutRegistry::mark_published(std::uint64_t fingerprint) {
+  std::lock_guard lock(mutex_);
+  published_.insert(fingerprint);
+}
+
+void LayoutRegistry::remember(std::shared_ptr<const Schema> schema) {
+  std::lock_guard lock(mutex_);
+  known_.emplace(schema->fingerprint(), std::move(schema));
+}
+
+std::shared_ptr<const Schema> LayoutRegistry::find(std::uint64_t fingerprint) const {
+  std::lock_guard lock(mutex_);
+  const auto it = known_.find(fingerprint);
+  return it == known_.end() ? nullptr : it->second;
+}
+
+}  // namespace tensortree::detail

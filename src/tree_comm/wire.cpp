@@ -1,0 +1,131 @@
+#include "tree_comm/wire.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <boost/endian/buffers.hpp>
+#include <xxhash.h>
+
+#include "core/cuda_api.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+namespace {
+
+constexpr std::uint32_t kWireMagic = 0x48575454;  // "TTWH" read as a little-endian u32
+
+struct WireRecord {
+  boost::endian::little_uint32_buf_t magic;
+  boost::endian::little_uint32_buf_t version;
+  boost::endian::little_uint64_buf_t fingerprint;
+  boost::endian::little_uint64_buf_t payload_bytes;
+  boost::endian::little_uint64_buf_t schema_bytes;
+  boost::endian::little_uint64_buf_t checksum;  // XXH3-64 of the 32 bytes above
+  std::array<std::byte, 24> reserved;           // zero
+};
+static_assert(sizeof(WireRecord) == kWireHeaderBytes);
+
+constexpr std::size_t kChecked = 32;
+
+using Bytes = std::array<std::byte, kWireHeaderBytes>;
+
+// The spare buffers: few, because each is as large as a whole tree; a free one (only the pool
+// holds it) is handed out again, the least recently added is let go when the pool is full.
+class SparePool {
+ public:
+  StoragePtr take(std::size_t nbytes, Device device) {
+    std::lock_guard lock(mutex_);
+    StoragePtr* best = nullptr;
+    for (StoragePtr& buffer : buffers_) {
+      if (buffer.use_count() != 1 || buffer->device() != device || buffer->nbytes() < nbytes) continue;
+      if (!best || buffer->nbytes() < (*best)->nbytes()) best = &buffer;
+    }
+    if (best) return *best;
+    StoragePtr fresh = Storage::allocate(nbytes, device);
+    if (buffers_.size() == kCapacity) evict_one();
+    buffers_.push_back(fresh);
+    return fresh;
+  }
+
+ private:
+  static constexpr std::size_t kCapacity = 16;
+
+  void evict_one() {
+    const auto free = std::find_if(buffers_.begin(), buffers_.end(), [](const StoragePtr& b) { return b.use_count() == 1; });
+    buffers_.erase(free != buffers_.end() ? free : buffers_.begin());
+  }
+
+  std::mutex mutex_;
+  std::vector<StoragePtr> buffers_;
+};
+
+}  // namespace
+
+void write_wire_header(const WireHeader& header, std::byte* at, Device device) {
+  WireRecord record{};
+  record.magic = kWireMagic;
+  record.version = kWireVersion;
+  record.fingerprint = header.fingerprint;
+  record.payload_bytes = header.payload_bytes;
+  record.schema_bytes = header.schema_bytes;
+  record.checksum = XXH3_64bits(&record, kChecked);
+  copy_bytes(at, device, reinterpret_cast<const std::byte*>(&record), Device::cpu(), sizeof record);
+}
+
+WireHeader read_wire_header(const std::byte* at, Device device, int sender, const char* what) {
+  WireRecord record;
+  copy_bytes(reinterpret_cast<std::byte*>(&record), Device::cpu(), at, device, sizeof record);
+  const auto corrupt = [&](const std::string& problem) {
+    std::string message = what;
+    message += ": the message from ";
+    message += rank_name(sender);
+    message += " has ";
+    message += problem;
+    throw CorruptData(message);
+  };
+  if (record.magic.value() != kWireMagic) corrupt("no wire header (wrong magic)");
+  if (record.version.value() != kWireVersion) {
+    corrupt("wire format version " + std::to_string(record.version.value()) + "; this library reads " +
+            std::to_string(kWireVersion));
+  }
+  if (record.checksum.value() != XXH3_64bits(&record, kChecked)) corrupt("a wire header that fails its checksum");
+  if (std::any_of(record.reserved.begin(), record.reserved.end(), [](std::byte b) { return b != std::byte{0}; })) {
+    corrupt("non-zero reserved bytes in its wire header");
+  }
+  return {record.fingerprint.value(), record.payload_bytes.value(), record.schema_bytes.value()};
+}
+
+std::string rank_name(int rank) { return rank >= 0 ? "rank " + std::to_string(rank) : "an unknown rank"; }
+
+StoragePtr spare_buffer(std::size_t nbytes, Device device) {
+  static SparePool pool;
+  return pool.take(nbytes, device);
+}
+
+Tensor bytes_of(const StoragePtr& storage, std::size_t offset, std::size_t nbytes) {
+  return Tensor(storage, offset, DType::UInt8, {static_cast<std::int64_t>(nbytes)}, {1});
+}
+
+void copy_bytes(std::byte* dst, Device dst_device, const std::byte* src, Device src_device, std::size_t nbytes) {
+  if (nbytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, nbytes);
+  } else {
+    cuda::copy_bytes(dst, src, nbytes);
+  }
+}
+
+StoragePtr sub_storage(const StoragePtr& parent, std::size_t offset, std::size_t nbytes) {
+  if (offset + nbytes > parent->nbytes()) {
+    throw InvalidArgument("sub_storage: bytes [" + std::to_string(offset) + ", " + std::to_string(offset + nbytes) +
+                          ") lie outside a buffer of " + std::to_string(parent->nbytes()) + " bytes");
+  }
+  return Storage::adopt(parent->data() + offset, nbytes, parent->device(), [keep = parent](void*) {});
+}
+
+}  // namespace tensortree::detail

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Fails the build when a file includes a header of a layer it may not use.
+
+src/meson.build runs this before compiling the library, with the rules each folder's meson.build
+declares:
+  --layer NAME=DEP,DEP   folder src/NAME may include its own headers and those of the DEP folders
+  --public NAME=H,H      the public headers include/tensortree/H belong to layer NAME ("tree.hpp",
+                         or "detail/x.hpp" for the installed helpers of public templates)
+Every source and header under src/ and every public header is checked: an internal header is named
+by folder path ("tree/layout_plan.hpp"), a public one as "tensortree/tree.hpp" or
+"tensortree/detail/object_archive.hpp". A file whose folder
+is not a declared layer, or a public header that belongs to no layer, is an error too, so a new
+file cannot slip past the rules. Writes a depfile so that Ninja reruns it when any file changes.
+"""
+
+import argparse
+import pathlib
+import re
+import sys
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+SOURCE_SUFFIXES = {".cpp", ".hpp", ".cu", ".h"}
+
+
+def parse_pairs(values):
+    table = {}
+    for value in values:
+        name, _, items = value.partition("=")
+        table[name] = [item for item in items.split(",") if item]
+    return table
+
+
+def layer_of_source(path, src_root, layers):
+    """The longest declared layer folder that holds `path` (transport/mpi before transport)."""
+    relative = path.relative_to(src_root).as_posix()
+    matches = [name for name in layers if relative.startswith(name + "/")]
+    return max(matches, key=len) if matches else None
+
+
+def allowed_layers(layer, layers):
+    return {layer, *layers[layer]}
+
+
+def check_include(include, allowed, layers, public_layer):
+    """None when `include` may be used from a file whose allowed layers are `allowed`; else why not."""
+    if include.startswith("tensortree/"):
+        header = include.removeprefix("tensortree/")
+        owner = public_layer.get(header)
+        if owner is None:
+            return f"public header {include} belongs to no layer (declare it with --public)"
+        return None if owner in allowed else f"{include} is a public header of layer '{owner}'"
+    folder = next((name for name in sorted(layers, key=len, reverse=True)
+                   if include.startswith(name + "/")), None)
+    if folder is None:
+        return None  # a header beside the file (tests, tools) or a system header in quotes
+    return None if folder in allowed else f"{include} is in layer '{folder}'"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--src", required=True, type=pathlib.Path)
+    parser.add_argument("--include", required=True, type=pathlib.Path)
+    parser.add_argument("--layer", action="append", default=[])
+    parser.add_argument("--public", action="append", default=[])
+    parser.add_argument("--stamp", required=True, type=pathlib.Path)
+    parser.add_argument("--depfile", required=True, type=pathlib.Path)
+    args = parser.parse_args()
+
+    layers = parse_pairs(args.layer)
+    public_layer = {header: layer for layer, headers in parse_pairs(args.public).items()
+                    for header in headers}
+    problems = []
+    for dep_list in layers.values():
+        problems += [f"unknown layer '{dep}' in the rules" for dep in dep_list if dep not in layers]
+
+    checked = []
+    files = [(path, layer_of_source(path, args.src, layers))
+             for path in sorted(args.src.rglob("*")) if path.suffix in SOURCE_SUFFIXES]
+    for path in sorted(args.include.glob("*.hpp")) + sorted(args.include.glob("detail/*.hpp")):
+        owner = public_layer.get(path.relative_to(args.include).as_posix())
+        if owner is None:
+            problems.append(f"{path}: public header belongs to no layer (declare it with --public)")
+        files.append((path, owner))
+    for path, layer in files:
+        checked.append(path)
+        if layer is None:
+            if path.is_relative_to(args.src):
+                problems.append(f"{path}: its folder is not a declared layer")
+            continue
+        allowed = allowed_layers(layer, layers)
+        text = path.read_text(encoding="utf-8")
+        for match in INCLUDE.finditer(text):
+            why = check_include(match.group(1), allowed, layers, public_layer)
+            if why:
+                line = text.count("\n", 0, match.start()) + 1
+                may = ", ".join(sorted(allowed))
+                problems.append(f"{path}:{line}: layer '{layer}' may include only {may}: {why}")
+
+    if problems:
+        print("layering violations:", *problems, sep="\n  ", file=sys.stderr)
+        return 1
+    args.stamp.write_text("// Written by tools/check_layers.py: the includes follow the layer rules.\n")
+    deps = " ".join(str(path.resolve()).replace(" ", "\\ ") for path in checked)
+    args.depfile.write_text(f"{args.stamp}: {deps}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
