@@ -2,7 +2,10 @@
 // functions. Any type Boost.Serialization can save and load (std containers of them included, via
 // <boost/serialization/vector.hpp> and friends; user types through a serialize() member) and that
 // is default-constructible. Bytes from a peer are untrusted: a stream that fails its envelope
-// checks (magic, length, XXH3-64 checksum) or does not parse as the expected type is CorruptData.
+// checks (magic, length, XXH3-64 checksum) or does not parse as the expected type is CorruptData,
+// and so is a bool that is not 0 or 1. Types whose loading follows pointers (raw and smart
+// pointers, polymorphic classes) and enums without a fixed underlying type do not compile as
+// received values: no check on peer bytes could make Boost's pointer loading safe.
 // Arguments are checked as dist_ops checks them (InvalidArgument naming root, dst, src or tag);
 // every call is synchronous.
 #pragma once

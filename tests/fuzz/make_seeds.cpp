@@ -21,6 +21,7 @@
 #include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
 #include "tree_comm/wire.hpp"
+#include "object_types.hpp"
 
 using namespace tensortree;
 namespace fs = std::filesystem;
@@ -97,7 +98,10 @@ void object_seeds(const fs::path& out) {
   object_seed(out / "object" / "map", 2, std::map<std::string, double>{{"lr", 1e-3}, {"gamma", 0.99}});
   object_seed(out / "object" / "pair", 3, std::pair<std::int32_t, std::string>{7, "actor"});
   object_seed(out / "object" / "nested", 4, std::vector<std::vector<float>>{{1.5f}, {}, {2.0f, -3.0f}});
-  object_seed(out / "object" / "map_of_vectors", 5,
+  object_seed(out / "object" / "flags", 5,
+              fuzz::Flags{true, fuzz::Phase::Learn, {false, true, true}, {true, false, true, true}});
+  object_seed(out / "object" / "bools", 6, std::vector<bool>{false, true, false});
+  object_seed(out / "object" / "map_of_vectors", 7,
               std::map<std::int64_t, std::vector<std::string>>{{3, {"a", "b"}}, {-1, {}}});
 }
 

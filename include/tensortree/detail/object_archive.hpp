@@ -10,13 +10,16 @@
 #include <streambuf>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <boost/archive/archive_exception.hpp>
 #include <boost/archive/binary_iarchive_impl.hpp>
+#include <boost/archive/basic_archive.hpp>
 #include <boost/archive/binary_oarchive.hpp>
 #include <boost/archive/detail/register_archive.hpp>
 #include <boost/serialization/array_optimization.hpp>
+#include <boost/serialization/array_wrapper.hpp>
 #include <boost/serialization/collection_size_type.hpp>
 
 #include "tensortree/error.hpp"
@@ -57,22 +60,52 @@ struct PayloadSource {
   PayloadStreambuf buffer;
 };
 
-// Reads what binary_oarchive writes, but a container count or string length larger than the bytes
-// left is CorruptData before anything is allocated for it: a payload that passed its checksum may
-// still be hostile, and Boost's own loaders reserve whatever count they read. (So a container of
-// elements that serialize to no bytes at all, such as empty structs, is limited to the bytes left.)
+// An enum whose every value of the underlying type is a valid value: one with a fixed underlying
+// type (scoped enums always have one). Loading any other enum from peer bytes could be undefined.
+template <class E>
+concept EnumWithFixedType = std::is_enum_v<E> && requires { E{std::underlying_type_t<E>{}}; };
+
+template <class T>
+inline constexpr bool kAlwaysFalse = false;
+
+// Reads what binary_oarchive writes, and nothing a peer can use to corrupt memory; a payload that
+// passed its checksum may still be hostile:
+// - a container count or string length larger than the bytes left is CorruptData before anything
+//   is allocated for it (Boost's own loaders reserve whatever count they read; so a container of
+//   elements that serialize to no bytes at all, such as empty structs, is limited to the bytes left);
+// - a bool that is neither 0 nor 1 is CorruptData (loading it would be undefined behaviour);
+// - an archive of another Boost library version is CorruptData: older versions take other paths
+//   through Boost's loader (16-bit class ids, bools for tracking) that no sender of ours writes;
+// - types whose loading follows pointers (raw and smart pointers, hence polymorphic classes) and
+//   unscoped enums without a fixed underlying type do not compile: Boost resolves pointers through
+//   object ids and class ids taken from the bytes, and no check here could make that safe.
 class TT_API BoundedBinaryIArchive
     : private PayloadSource,
       public boost::archive::binary_iarchive_impl<BoundedBinaryIArchive, char, std::char_traits<char>> {
   using Base = boost::archive::binary_iarchive_impl<BoundedBinaryIArchive, char, std::char_traits<char>>;
 
  public:
-  explicit BoundedBinaryIArchive(std::string_view bytes) : PayloadSource(bytes), Base(buffer, 0) { init(0); }
+  explicit BoundedBinaryIArchive(std::string_view bytes) : PayloadSource(bytes), Base(buffer, 0) {
+    init(0);
+    if (get_library_version() != boost::archive::BOOST_ARCHIVE_VERSION()) {
+      throw CorruptData("object bytes name Boost archive version " +
+                        std::to_string(static_cast<unsigned>(get_library_version())) + ", not this build's " +
+                        std::to_string(static_cast<unsigned>(boost::archive::BOOST_ARCHIVE_VERSION())));
+    }
+  }
 
   // Boost's dispatch calls these on the most derived archive.
   template <class T>
   void load_override(T& value) {
+    static_assert(!std::is_enum_v<T> || EnumWithFixedType<T>,
+                  "object collectives load enums only with a fixed underlying type (enum class, or enum E : int)");
     Base::load_override(value);
+  }
+  template <class T>
+  void load_override(T*&) {
+    static_assert(kAlwaysFalse<T>,
+                  "object collectives refuse types that serialize pointers (raw, shared_ptr, unique_ptr, "
+                  "polymorphic classes): a peer's bytes would steer Boost's pointer loading");
   }
   void load_override(boost::serialization::collection_size_type& count) {
     Base::load_override(count);
@@ -86,8 +119,26 @@ class TT_API BoundedBinaryIArchive
     text.resize(length);
     if (length > 0) load_binary(text.data(), length);
   }
+  void load(bool& flag) {
+    unsigned char byte = 0;
+    load_binary(&byte, 1);
+    flag = checked_bool(byte);
+  }
+  // Arrays of primitives are read as one block; a bool array is read as bytes and checked first.
+  template <class ValueType>
+  void load_array(boost::serialization::array_wrapper<ValueType>& array, unsigned int version) {
+    if constexpr (std::is_same_v<ValueType, bool>) {
+      for (std::size_t i = 0; i < array.count(); ++i) load(array.address()[i]);
+    } else {
+      Base::load_array(array, version);
+    }
+  }
 
  private:
+  static bool checked_bool(unsigned char byte) {
+    if (byte > 1) throw CorruptData("object bytes hold a bool of value " + std::to_string(byte) + " (not 0 or 1)");
+    return byte == 1;
+  }
   void check_fits(std::size_t count, const char* what) const {
     if (count > buffer.remaining()) {
       throw CorruptData("object bytes claim " + std::to_string(count) + " " + what + " but only " +
