@@ -70,14 +70,11 @@ TEST_CASE("an archive of another Boost library version is CorruptData", "[object
   std::string archive = archive_of(std::string("policy"));
   const std::size_t version_at = archive.find(kSignature) + kSignature.size();
   REQUIRE(version_at < archive.size());
-  // Versions before 7 fail inside Boost's header checks, later ones at ours: CorruptData either way.
   for (const unsigned char other : {3, 5, 6, 7, 8, 200}) {
     archive[version_at] = static_cast<char>(other);
     archive[version_at + 1] = 0;
-    CHECK_THROWS_AS(decode<std::string>(archive), CorruptData);
+    CHECK_THROWS_WITH(decode<std::string>(archive), Catch::Contains("Boost archive header"));
   }
-  archive[version_at] = 8;
-  CHECK_THROWS_WITH(decode<std::string>(archive), Catch::Contains("Boost archive version 8"));
 }
 
 TEST_CASE("an archive that is only its header is CorruptData for every type", "[object][hostile]") {
@@ -87,7 +84,12 @@ TEST_CASE("an archive that is only its header is CorruptData for every type", "[
   CHECK_THROWS_AS(decode<std::string>(header), CorruptData);
   CHECK_THROWS_AS(decode<std::vector<double>>(header), CorruptData);
   CHECK_THROWS_AS(decode<Mode>(header), CorruptData);
-  // Only the signature, without a library version.
-  const std::string signature_only = full.substr(0, full.find(kSignature) + kSignature.size());
-  CHECK_THROWS_AS(decode<std::string>(signature_only), CorruptData);
+  // Only the signature, without a library version (Boost's own parsing would assert on it), and
+  // every shorter prefix.
+  const std::size_t signature_end = full.find(kSignature) + kSignature.size();
+  for (std::size_t length = 0; length < header.size(); ++length) {
+    INFO("the first " << length << " bytes of the header");
+    CHECK_THROWS_WITH(decode<std::string>(full.substr(0, length)), Catch::Contains("Boost archive header"));
+  }
+  CHECK(signature_end < header.size());
 }

@@ -54,10 +54,34 @@ class PayloadStreambuf : public std::streambuf {
   std::size_t remaining() const { return static_cast<std::size_t>(egptr() - gptr()); }
 };
 
-// Constructed before the archive base that reads from it (base-from-member).
+// What binary_oarchive writes before any value: its signature, this build's library version and
+// the native sizes and byte order. Every sender of ours writes exactly these bytes.
+inline const std::string& archive_header() {
+  static const std::string header = [] {
+    std::ostringstream out;
+    { boost::archive::binary_oarchive archive(out); }
+    return out.str();
+  }();
+  return header;
+}
+
+// Constructed before the archive base that reads from it (base-from-member), so the header is
+// checked before Boost reads it: Boost's own header parsing asserts on a truncated version field,
+// and older library versions take other paths through its loader (16-bit class ids, bools for
+// tracking) that no sender of ours writes.
 struct PayloadSource {
-  explicit PayloadSource(std::string_view bytes) : buffer(bytes) {}
+  explicit PayloadSource(std::string_view bytes) : buffer(checked_header(bytes)) {}
   PayloadStreambuf buffer;
+
+ private:
+  static std::string_view checked_header(std::string_view bytes) {
+    if (!bytes.starts_with(archive_header())) {
+      throw CorruptData("object bytes do not start with this build's Boost archive header (signature, library "
+                        "version " + std::to_string(static_cast<unsigned>(boost::archive::BOOST_ARCHIVE_VERSION())) +
+                        ", native sizes)");
+    }
+    return bytes;
+  }
 };
 
 // An enum whose every value of the underlying type is a valid value: one with a fixed underlying
@@ -74,8 +98,8 @@ inline constexpr bool kAlwaysFalse = false;
 //   is allocated for it (Boost's own loaders reserve whatever count they read; so a container of
 //   elements that serialize to no bytes at all, such as empty structs, is limited to the bytes left);
 // - a bool that is neither 0 nor 1 is CorruptData (loading it would be undefined behaviour);
-// - an archive of another Boost library version is CorruptData: older versions take other paths
-//   through Boost's loader (16-bit class ids, bools for tracking) that no sender of ours writes;
+// - bytes that do not start with exactly the header our senders write are CorruptData
+//   (PayloadSource);
 // - types whose loading follows pointers (raw and smart pointers, hence polymorphic classes) and
 //   unscoped enums without a fixed underlying type do not compile: Boost resolves pointers through
 //   object ids and class ids taken from the bytes, and no check here could make that safe.
@@ -85,14 +109,7 @@ class TT_API BoundedBinaryIArchive
   using Base = boost::archive::binary_iarchive_impl<BoundedBinaryIArchive, char, std::char_traits<char>>;
 
  public:
-  explicit BoundedBinaryIArchive(std::string_view bytes) : PayloadSource(bytes), Base(buffer, 0) {
-    init(0);
-    if (get_library_version() != boost::archive::BOOST_ARCHIVE_VERSION()) {
-      throw CorruptData("object bytes name Boost archive version " +
-                        std::to_string(static_cast<unsigned>(get_library_version())) + ", not this build's " +
-                        std::to_string(static_cast<unsigned>(boost::archive::BOOST_ARCHIVE_VERSION())));
-    }
-  }
+  explicit BoundedBinaryIArchive(std::string_view bytes) : PayloadSource(bytes), Base(buffer, 0) { init(0); }
 
   // Boost's dispatch calls these on the most derived archive.
   template <class T>
