@@ -42,6 +42,17 @@ class TT_API Storage {
   MemoryKind kind() const { return kind_; }
   bool is_pinned() const { return kind_ == MemoryKind::PinnedHost; }
 
+  // ---- memory other processes can map (storage_shared.cpp) ---------------------------------
+  // `nbytes` of zero-filled host memory in an anonymous memfd, mapped MAP_SHARED: a forked child
+  // shares it, and another process maps the same pages from shared_fd() (received over a Unix
+  // socket or opened as /proc/<pid>/fd/<fd>). BackendError naming the failing call otherwise.
+  static std::shared_ptr<Storage> allocate_shared(std::size_t nbytes);
+  // Maps the whole of the shared-memory file `fd` read-write (the storage keeps its own duplicate
+  // of `fd`; the caller still owns and closes its own).
+  static std::shared_ptr<Storage> map_shared(int fd);
+  // The file descriptor of the shared memory behind this storage, or -1 for any other memory.
+  int shared_fd() const { return shared_fd_; }
+
  private:
   friend struct detail::StorageAccess;
 
@@ -52,6 +63,7 @@ class TT_API Storage {
   Device device_;
   MemoryKind kind_;
   Deleter deleter_;
+  int shared_fd_ = -1;
 };
 
 using StoragePtr = std::shared_ptr<Storage>;

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -118,6 +119,42 @@ class TT_API Tensor {
   bool equal(const Tensor& other) const;
   // PyTorch's repr: "tensor([1., 2., 3.])", "tensor([1, 2], dtype=torch.int32, device='cuda:0')".
   std::string str() const;
+
+  // ---- TensorDict API helpers (tensor_view.cpp, tensor_where.cpp, tensor_compare.cpp,
+  // tensor_reduce.cpp). CUDA tensors go through host memory where noted: these serve tree methods
+  // on learner-sized batches, not kernels.
+  // Removes `dim` when its size is 1 and is a no-op otherwise, as torch.squeeze(dim) is;
+  // squeeze() removes every dimension of size 1.
+  Tensor squeeze(std::int64_t dim) const;
+  Tensor squeeze() const;
+  // PyTorch's expand: a view of `shape` (new dimensions in front; -1 keeps a size) in which
+  // dimensions of size 1 are stretched with stride 0. InvalidArgument when a size is neither
+  // equal nor 1.
+  Tensor expand(Shape shape) const;
+  // A view of `shape` over the same storage when the strides allow one (PyTorch's view rule, which
+  // also views many non-contiguous tensors), nullopt otherwise. view() throws where this is nullopt;
+  // reshape() copies there.
+  std::optional<Tensor> try_view(Shape shape) const;
+  // permute() with the order known only at run time.
+  Tensor permute(std::span<const std::int64_t> dims) const;
+  // Elements of `a` where `cond` (bool) is true, of `b` elsewhere; the three broadcast together
+  // (NumPy's rule), `a` and `b` share a dtype and a device (cond may be on the CPU). CPU, or CUDA
+  // through host memory.
+  static Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+  // Writes `value` where `mask` (bool, broadcastable to this shape) is true. CPU, or CUDA through
+  // host memory.
+  void masked_fill_(const Tensor& mask, double value) const;
+  // torch.allclose: |a - b| <= atol + rtol * |b| element-wise after broadcasting; NaN is never
+  // close, infinities only to themselves; dtypes must match (InvalidArgument).
+  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;
+  // Reductions over one dimension, as torch.sum/mean/amin/amax(dim, keepdim). sum of bool or
+  // integer elements is int64 (as in PyTorch); floating and complex sums keep the dtype,
+  // accumulated in double. mean needs a floating or complex dtype; amin/amax an empty-free
+  // dimension and a real dtype (NaN propagates). CPU, or CUDA through host memory.
+  Tensor sum(std::int64_t dim, bool keepdim = false) const;
+  Tensor mean(std::int64_t dim, bool keepdim = false) const;
+  Tensor amin(std::int64_t dim, bool keepdim = false) const;
+  Tensor amax(std::int64_t dim, bool keepdim = false) const;
 
  private:
   void check_defined(const char* what) const;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -36,6 +37,21 @@ struct LoadMemmapOptions;
 namespace detail {
 struct ConsolidationAccess;
 }  // namespace detail
+
+// One entry of TensorTree::from_nested: a leaf, or a sub-tree of entries that takes its parent's
+// batch_size. {"obs", obs}, {"next", {{"obs", next_obs}, {"reward", reward}}}.
+struct TT_API TreeInit {
+  TreeInit(std::string key, Tensor leaf) : key(std::move(key)), leaf(std::move(leaf)) {}
+  TreeInit(std::string key, std::initializer_list<TreeInit> children)
+      : key(std::move(key)), children(children), is_node(true) {}
+
+  std::string key;
+  Tensor leaf;
+  std::vector<TreeInit> children;
+  bool is_node = false;
+};
+
+struct TreeTransfer;
 
 struct ConsolidateOptions {
   std::optional<Device> device = {};  // default: the leaves' device
@@ -147,6 +163,93 @@ class TT_API TensorTree {
   // Sets every entry of `other` here; sub-trees present on both sides are updated recursively.
   // Not atomic: when an entry fails its batch_size check, the entries before it are already set.
   TensorTree& update(const TensorTree& other);
+
+  // ---- TensorDict's tree API (tree_shape.cpp, tree_mask.cpp, tree_inplace.cpp, tree_math.cpp,
+  // tree_memory.cpp, tree_build.cpp). `dim` counts batch dimensions only (negative from the end);
+  // leaves keep their feature dimensions; every sub-tree follows its parent's batch dimensions.
+  // InvalidArgument names the operation, the batch_size and the leaf.
+  using PairLeafFn = std::function<Tensor(const Tensor&, const Tensor&)>;
+
+  // Batch shape: views of the leaves where their strides allow.
+  std::vector<TensorTree> unbind(std::int64_t dim = 0) const;
+  // Pieces of `size` rows along `dim` (the last may be shorter) / of the given sizes (summing to
+  // the dimension's size).
+  std::vector<TensorTree> split(std::int64_t size, std::int64_t dim = 0) const;
+  std::vector<TensorTree> split(const std::vector<std::int64_t>& sizes, std::int64_t dim = 0) const;
+  // torch.chunk: pieces of ceil(size / n) rows, so there may be fewer than n.
+  std::vector<TensorTree> chunk(std::int64_t n, std::int64_t dim = 0) const;
+  // The batch dimensions become `batch_size` (one -1 inferred); reshape copies a leaf whose strides
+  // allow no view, view() throws InvalidArgument for it.
+  TensorTree reshape(Shape batch_size) const;
+  TensorTree view(Shape batch_size) const;
+  // Removes batch dimension `dim` if its size is 1 (a no-op otherwise, as in TensorDict); squeeze()
+  // removes every batch dimension of size 1.
+  TensorTree squeeze(std::int64_t dim) const;
+  TensorTree squeeze() const;
+  // Inserts a batch dimension of size 1 at `dim` (0..batch_dims; negative from the end).
+  TensorTree unsqueeze(std::int64_t dim) const;
+  // `dims` is a permutation of the batch dimensions.
+  TensorTree permute(std::span<const std::int64_t> dims) const;
+  TensorTree permute(std::initializer_list<std::int64_t> dims) const;
+  // TensorDict.expand: `batch_size` ends with the current batch dimensions (size-1 ones may grow,
+  // -1 keeps a size), new dimensions in front; leaves become stride-0 views.
+  TensorTree expand(Shape batch_size) const;
+
+  // Masks: `mask` is a bool tensor whose shape is the leading batch dimensions (all or some).
+  // The rows where it is true, gathered into a new first batch dimension (a copy): td[mask].
+  // index(rows) with a bool tensor does the same.
+  TensorTree masked_select(const Tensor& mask) const;
+  // Leaf by leaf torch.where(cond, leaf, other's leaf): `other` holds the same keys and shapes.
+  TensorTree where(const Tensor& cond, const TensorTree& other) const;
+  // Writes `value` into every leaf where `mask` is true; the mask is checked before any write.
+  void masked_fill_(const Tensor& mask, double value) const;
+
+  // In place (leaves keep their memory, so consolidation is kept).
+  void zero_() const;
+  void fill_(double value) const;
+  // Fills the leaf at `path`, or every leaf of the sub-tree there.
+  void fill_(PathRef path, double value) const;
+  // Copies every leaf of `other` into this tree's leaf at the same path (same shape and dtype): keys
+  // of `other` must be a subset of ours. Everything is checked before the first write.
+  void update_(const TensorTree& other) const;
+  // Moves the entry at `old_path` (leaf or sub-tree) to `new_path`, as TensorDict's rename_key_
+  // (the new key goes last; with `safe` an existing `new_path` is InvalidArgument, else replaced).
+  void rename_key_(PathRef old_path, PathRef new_path, bool safe = false);
+
+  // Whole-tree math. Two-tree forms need the same keys (InvalidArgument naming the first that
+  // differs) and the same batch_size.
+  // fn(leaf, other's leaf) for every leaf; each result must start with the batch_size.
+  TensorTree apply(const PairLeafFn& fn, const TensorTree& other) const;
+  // Tensor::allclose for every pair of leaves.
+  bool allclose(const TensorTree& other, double rtol = 1e-5, double atol = 1e-8) const;
+  // Per-leaf reductions over batch dimension `dim`, which the result's batch_size loses. min/max
+  // give the values (TensorDict also returns indices; these are amin/amax).
+  TensorTree sum(std::int64_t dim) const;
+  TensorTree mean(std::int64_t dim) const;
+  TensorTree min(std::int64_t dim) const;
+  TensorTree max(std::int64_t dim) const;
+
+  // Memory.
+  // A copy in page-locked host memory (CPU leaves; NotSupported without a usable CUDA runtime).
+  TensorTree pin_memory() const;
+  // to(device) whose copies run on a worker thread when `non_blocking`: read the tree only after
+  // `work` completes. Leaves already on `device` are shared, not copied.
+  TreeTransfer to(Device device, bool non_blocking) const;
+  // Moves the leaves into one memfd-backed buffer (the tree becomes consolidated on it) that
+  // another process can map: a forked child shares it, another process maps
+  // storage()->shared_fd() (passed over a Unix socket, or /proc/<pid>/fd/<fd>) with
+  // Storage::map_shared and rebuilds the tree with from_consolidated(storage, schema()).
+  // NotSupported for CUDA leaves.
+  TensorTree& share_memory_();
+  // True when the tree has leaves and every leaf lives in memfd-backed memory.
+  bool is_shared() const;
+
+  // Every (path, leaf), depth-first in insertion order: for (const auto& [path, leaf] : td.items()).
+  std::vector<std::pair<Path, Tensor>> items() const;
+  // Construction with one batch_size for every entry: leaves keyed by path ("next.obs" nests), or
+  // nested entries (see TreeInit).
+  static TensorTree from_map(Shape batch_size, const std::map<std::string, Tensor>& leaves);
+  static TensorTree from_nested(Shape batch_size, std::initializer_list<TreeInit> entries);
 
   // ---- printing -------------------------------------------------------------------------------
   // TensorDict's repr, fields sorted by key as TensorDict prints them.
@@ -282,6 +385,14 @@ class TT_API TensorTree {
   static void check_same_keys(std::span<const TensorTree* const> trees, const Path& path,
                               const char* operation);
 
+  // TensorDict's tree API helpers
+  using PairPathFn = std::function<Tensor(const Path&, const Tensor&, const Tensor&)>;
+  TensorTree paired(const TensorTree& other, Path& path, const char* operation, const PairPathFn& fn) const;
+  TensorTree reshaped(Shape batch_size, bool copy_allowed) const;
+  TensorTree reduced(const char* operation, std::int64_t dim,
+                     Tensor (Tensor::*leaf_fn)(std::int64_t, bool) const) const;
+  void build_from(const std::vector<TreeInit>& entries);
+
   template <class Fn>
   void visit_leaves(Path& path, Fn& fn) const;
   template <class Fn>
@@ -297,6 +408,12 @@ class TT_API TensorTree {
 };
 
 TT_API std::ostream& operator<<(std::ostream& os, const TensorTree& tree);
+
+// What TensorTree::to(device, non_blocking) returns: auto [gpu, work] = td.to(dev, true).
+struct TreeTransfer {
+  TensorTree tree;
+  WorkPtr work;
+};
 
 template <class Fn>
 void TensorTree::for_each_leaf(Fn&& fn) const {

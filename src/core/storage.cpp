@@ -64,6 +64,7 @@ void detail::StorageAccess::swap_memory(Storage& a, Storage& b) {
   std::swap(a.nbytes_, b.nbytes_);
   std::swap(a.kind_, b.kind_);
   std::swap(a.deleter_, b.deleter_);
+  std::swap(a.shared_fd_, b.shared_fd_);
 }
 
 }  // namespace tensortree

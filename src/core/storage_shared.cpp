@@ -1,0 +1,74 @@
+// Host memory that other processes can map: an anonymous memfd, mapped MAP_SHARED. The storage owns
+// both the mapping and the descriptor and releases them together.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "tensortree/error.hpp"
+#include "tensortree/storage.hpp"
+
+namespace tensortree {
+
+namespace {
+
+[[noreturn]] void throw_errno(const std::string& call) {
+  throw BackendError(call + " failed: " + std::strerror(errno));
+}
+
+// Closes a descriptor unless released: the error paths between open and adoption.
+class FdGuard {
+ public:
+  explicit FdGuard(int fd) : fd_(fd) {}
+  FdGuard(const FdGuard&) = delete;
+  FdGuard& operator=(const FdGuard&) = delete;
+  ~FdGuard() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+std::shared_ptr<Storage> Storage::map_shared(int fd) {
+  FdGuard own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (own.get() < 0) throw_errno("fcntl(F_DUPFD_CLOEXEC) of shared memory fd " + std::to_string(fd));
+  struct stat info {};
+  if (::fstat(own.get(), &info) != 0) throw_errno("fstat of shared memory fd " + std::to_string(fd));
+  const auto nbytes = static_cast<std::size_t>(info.st_size);
+  // mmap refuses a length of 0; an empty buffer still gets a page so that data() is a real address.
+  const std::size_t mapped = nbytes == 0 ? 1 : nbytes;
+  void* data = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, own.get(), 0);
+  if (data == MAP_FAILED) throw_errno("mmap of " + std::to_string(mapped) + " shared bytes");
+  const int kept = own.release();
+  std::shared_ptr<Storage> storage(new Storage(static_cast<std::byte*>(data), nbytes, Device::cpu(),
+                                               MemoryKind::Foreign, [mapped, kept](void* p) {
+                                                 ::munmap(p, mapped);
+                                                 ::close(kept);
+                                               }));
+  storage->shared_fd_ = kept;
+  return storage;
+}
+
+std::shared_ptr<Storage> Storage::allocate_shared(std::size_t nbytes) {
+  FdGuard fd(::memfd_create("tensortree-shared", MFD_CLOEXEC));
+  if (fd.get() < 0) throw_errno("memfd_create");
+  if (::ftruncate(fd.get(), static_cast<off_t>(nbytes)) != 0) {
+    throw_errno("ftruncate of a memfd to " + std::to_string(nbytes) + " bytes");
+  }
+  return map_shared(fd.get());  // maps a duplicate; the guard closes the original
+}
+
+}  // namespace tensortree
