@@ -215,6 +215,17 @@ class TT_API TensorTree {
   void reduce(int dst, const Group& group, ReduceOp op = ReduceOp::Sum);
   void all_reduce(const Group& group, ReduceOp op = ReduceOp::Sum);
 
+  // Asynchronous forms, as dist_ops' (the small rounds — announcement, layout check — finish before
+  // they return; only the data round is in flight). A tree written by the operation (the receivers'
+  // of broadcast and scatter, every rank's of the reductions) must stay where it is, neither
+  // destroyed nor moved, until the Work completes; a Pending may be moved but must be kept until then.
+  WorkPtr broadcast_async(int src, const Group& group);
+  Pending<std::vector<TensorTree>> all_gather_async(const Group& group) const;
+  Pending<std::vector<TensorTree>> gather_async(int dst, const Group& group) const;
+  WorkPtr scatter_async(int src, std::span<const TensorTree> trees, const Group& group);
+  WorkPtr reduce_async(int dst, const Group& group, ReduceOp op = ReduceOp::Sum);
+  WorkPtr all_reduce_async(const Group& group, ReduceOp op = ReduceOp::Sum);
+
   // ---- memory-mapped storage (memmap.cpp; layout, options and errors in memmap.hpp) -------------
   // Writes the tree in TensorDict's directory layout, crash-safe, and makes its leaves views of the
   // mapped files (later in-place writes go to the files).

@@ -54,61 +54,39 @@ std::string layout_text(std::uint64_t fingerprint, std::uint64_t bytes) {
 // A consolidated receive: complete once the message has arrived, its wire header matched the
 // expected layout, and `deliver` has moved the payload where it belongs. A message of the wrong
 // length is SchemaMismatch too (the backend found it; its text says by how much).
-class TreeReceiveWork final : public Work {
- public:
-  using Deliver = std::function<void(const StoragePtr&)>;
+using Deliver = std::function<void(const StoragePtr&)>;
 
-  TreeReceiveWork(WorkPtr transfer, StoragePtr buffer, std::shared_ptr<const Schema> schema, int src, Deliver deliver)
-      : transfer_(std::move(transfer)),
-        buffer_(std::move(buffer)),
-        schema_(std::move(schema)),
-        src_(src),
-        deliver_(std::move(deliver)) {}
-
-  int source_rank() const override { return transfer_->source_rank(); }
-
- protected:
-  bool test() override { return transfer_->is_completed(); }
-  // The transfer's error, if any, is rethrown (and translated) by finish().
-  void block() override {
+WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema> schema, int src, const Group& group,
+                          int tag, Deliver deliver) {
+  const std::uint64_t total = schema->total_bytes();
+  const std::uint64_t length = total + kWireHeaderBytes;
+  WorkPtr transfer = group.backend(buffer->device()).recv(detail::bytes_of(buffer, 0, length), src, tag);
+  // The backend reports a message of the wrong length as InvalidArgument: to the caller it is a
+  // layout mismatch.
+  auto on_error = [schema, src, total](std::exception_ptr error) {
     try {
-      transfer_->wait();
+      std::rethrow_exception(error);
+    } catch (const InvalidArgument& wrong_length) {
+      throw SchemaMismatch("recv: the message from " + detail::rank_name(src) +
+                           " does not have the length of this tree's layout (" +
+                           layout_text(schema->fingerprint(), total) + " + a " + std::to_string(kWireHeaderBytes) +
+                           "-byte header): " + wrong_length.what());
     } catch (...) {
     }
-  }
-  void finish() override {
-    const std::uint64_t total = schema_->total_bytes();
-    try {
-      transfer_->wait();
-    } catch (const InvalidArgument& wrong_length) {
-      throw SchemaMismatch("recv: the message from " + detail::rank_name(src_) +
-                           " does not have the length of this tree's layout (" +
-                           layout_text(schema_->fingerprint(), total) + " + a " + std::to_string(kWireHeaderBytes) +
-                           "-byte header): " + wrong_length.what());
-    }
-    const int sender = src_ == kAnySource ? transfer_->source_rank() : src_;
-    const WireHeader header = detail::read_wire_header(buffer_->data() + total, buffer_->device(), sender, "recv");
-    if (header.fingerprint != schema_->fingerprint() || header.payload_bytes != total || header.schema_bytes != 0) {
-      throw SchemaMismatch("recv: this tree's layout (" + layout_text(schema_->fingerprint(), total) +
+  };
+  // A raw pointer: the Work returned holds `transfer` for as long as the continuation can run.
+  Work* received = transfer.get();
+  auto check_and_deliver = [buffer, schema, src, total, received, deliver = std::move(deliver)] {
+    const int sender = src == kAnySource ? received->source_rank() : src;
+    const WireHeader header = detail::read_wire_header(buffer->data() + total, buffer->device(), sender, "recv");
+    if (header.fingerprint != schema->fingerprint() || header.payload_bytes != total || header.schema_bytes != 0) {
+      throw SchemaMismatch("recv: this tree's layout (" + layout_text(schema->fingerprint(), total) +
                            ") differs from the layout " + detail::rank_name(sender) + " sent (" +
                            layout_text(header.fingerprint, header.payload_bytes) + "); the tree is unchanged");
     }
-    deliver_(buffer_);
-  }
-
- private:
-  WorkPtr transfer_;
-  StoragePtr buffer_;
-  std::shared_ptr<const Schema> schema_;
-  int src_;
-  Deliver deliver_;
-};
-
-WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema> schema, int src, const Group& group,
-                          int tag, TreeReceiveWork::Deliver deliver) {
-  const std::uint64_t length = schema->total_bytes() + kWireHeaderBytes;
-  WorkPtr transfer = group.backend(buffer->device()).recv(detail::bytes_of(buffer, 0, length), src, tag);
-  return std::make_shared<TreeReceiveWork>(std::move(transfer), buffer, std::move(schema), src, std::move(deliver));
+    deliver(buffer);
+  };
+  return Work::then(std::move(transfer), std::move(check_and_deliver), std::move(on_error));
 }
 
 Tensor bytes_tensor(std::span<const std::byte> bytes) {

@@ -159,8 +159,8 @@ TEST_CASE("objects: object collectives reject bad arguments on every rank before
   const Group& world = context().world();
   const int n = world.size();
   Inventory inventory = inventory_of(world.rank());
-  CHECK_THAT(error_of<InvalidArgument>([&] { dist::broadcast_object(inventory, n, world); }), Catch::Contains("root"));
-  CHECK_THAT(error_of<InvalidArgument>([&] { dist::gather_object(inventory, -1, world); }), Catch::Contains("root"));
+  CHECK_THAT(error_of<InvalidArgument>([&] { dist::broadcast_object(inventory, n, world); }), Catch::Contains("src"));
+  CHECK_THAT(error_of<InvalidArgument>([&] { dist::gather_object(inventory, -1, world); }), Catch::Contains("dst"));
   CHECK_THAT(error_of<InvalidArgument>([&] { dist::send_object(inventory, n, world); }), Catch::Contains("dst"));
   CHECK_THAT(error_of<InvalidArgument>([&] { dist::recv_object<Inventory>(0, world, -2); }), Catch::Contains("tag"));
 

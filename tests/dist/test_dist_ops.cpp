@@ -350,10 +350,10 @@ TEST_CASE("dist_ops: invalid arguments are InvalidArgument naming the argument, 
     INFO("argument " << argument);
     CHECK_THAT(error_of<InvalidArgument>(call), Catch::Contains(argument));
   };
-  rejects([&] { dist::broadcast(tensor, n, world); }, "root");
-  rejects([&] { dist::reduce(tensor, -1, world); }, "root");
-  rejects([&] { dist::gather(tensor, n + 3, world); }, "root");
-  rejects([&] { dist::scatter(too_many, n, world); }, "root");
+  rejects([&] { dist::broadcast(tensor, n, world); }, "src");
+  rejects([&] { dist::reduce(tensor, -1, world); }, "dst");
+  rejects([&] { dist::gather(tensor, n + 3, world); }, "dst");
+  rejects([&] { dist::scatter(too_many, n, world); }, "src");
   rejects([&] { dist::all_to_all(too_many, world); }, "inputs");
   rejects([&] { dist::reduce_scatter(too_many, world); }, "inputs");
   rejects([&] { dist::all_reduce(tensor, world, ReduceOp::BitwiseXor); }, "float32");
