@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "tensortree/comm_options.hpp"
 #include "tensortree/detail/object_archive.hpp"
 #include "tensortree/export.hpp"
 #include "tensortree/group.hpp"
@@ -70,13 +71,13 @@ T scatter_object(std::span<const T> values, int src, const Group& group) {
 }
 
 template <class T>
-void send_object(const T& value, int dst, const Group& group, int tag = 0) {
-  detail::send_bytes(detail::to_bytes(value), dst, group, tag);
+void send_object(const T& value, int dst, const Group& group, const CommOptions& options = {}) {
+  detail::send_bytes(detail::to_bytes(value), dst, group, options.tag);
 }
 
 template <class T>
-T recv_object(int src, const Group& group, int tag = 0) {
-  return detail::from_bytes<T>(detail::recv_bytes(src, group, tag));
+T recv_object(int src, const Group& group, const CommOptions& options = {}) {
+  return detail::from_bytes<T>(detail::recv_bytes(src, group, options.tag));
 }
 
 }  // namespace tensortree::dist

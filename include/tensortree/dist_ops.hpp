@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tensortree/backend.hpp"
+#include "tensortree/comm_options.hpp"
 #include "tensortree/export.hpp"
 #include "tensortree/group.hpp"
 #include "tensortree/reduce_op.hpp"
@@ -104,15 +105,15 @@ TT_API std::vector<Tensor> all_to_all_variadic_shape(std::span<const Tensor> inp
 TT_API Pending<std::vector<Tensor>> all_to_all_variadic_shape_async(std::span<const Tensor> inputs, const Group& group);
 
 // ---- point to point ------------------------------------------------------------------------------
-// Tags are 0..kMaxUserTag.
-TT_API void send(const Tensor& tensor, int dst, const Group& group, int tag = 0);
-TT_API WorkPtr isend(const Tensor& tensor, int dst, const Group& group, int tag = 0);
+// Options as TensorTree's (comm_options.hpp): tags are 0..kMaxUserTag; mode and threads concern trees.
+TT_API void send(const Tensor& tensor, int dst, const Group& group, const CommOptions& options = {});
+TT_API WorkPtr isend(const Tensor& tensor, int dst, const Group& group, const CommOptions& options = {});
 // Into `tensor` (its shape and dtype must match what is sent).
-TT_API void recv(const Tensor& tensor, int src, const Group& group, int tag = 0);
+TT_API void recv(const Tensor& tensor, int src, const Group& group, const CommOptions& options = {});
 // `src` may be kAnySource: the Work's source_rank() then names the sender.
-TT_API WorkPtr irecv(const Tensor& tensor, int src, const Group& group, int tag = 0);
+TT_API WorkPtr irecv(const Tensor& tensor, int src, const Group& group, const CommOptions& options = {});
 // From whichever rank sends first; returns that rank.
-TT_API int recv_any(const Tensor& tensor, const Group& group, int tag = 0);
+TT_API int recv_any(const Tensor& tensor, const Group& group, const CommOptions& options = {});
 // Every send and receive posted at once (torch's batch_isend_irecv): one Work for all of them.
 // Every op's tensor is on one kind of device.
 TT_API WorkPtr batch_isend_irecv(std::span<const P2POp> ops, const Group& group);

@@ -513,7 +513,8 @@ void barrier(const Group& group) { barrier_async(group)->wait(); }
 
 // ---- point to point ------------------------------------------------------------------------------------
 
-WorkPtr isend(const Tensor& tensor, int dst, const Group& group, int tag) {
+WorkPtr isend(const Tensor& tensor, int dst, const Group& group, const CommOptions& options) {
+  const int tag = options.tag;
   constexpr std::string_view op = "send";
   check_tensor_op(tensor, group, op);
   check_rank(dst, "dst", group, op);
@@ -521,9 +522,12 @@ WorkPtr isend(const Tensor& tensor, int dst, const Group& group, int tag) {
   return group.backend(tensor.device()).send(tensor.contiguous(), dst, tag);
 }
 
-void send(const Tensor& tensor, int dst, const Group& group, int tag) { isend(tensor, dst, group, tag)->wait(); }
+void send(const Tensor& tensor, int dst, const Group& group, const CommOptions& options) {
+  isend(tensor, dst, group, options)->wait();
+}
 
-WorkPtr irecv(const Tensor& tensor, int src, const Group& group, int tag) {
+WorkPtr irecv(const Tensor& tensor, int src, const Group& group, const CommOptions& options) {
+  const int tag = options.tag;
   constexpr std::string_view op = "recv";
   check_tensor_op(tensor, group, op);
   if (src != kAnySource) check_rank(src, "src", group, op);
@@ -533,10 +537,12 @@ WorkPtr irecv(const Tensor& tensor, int src, const Group& group, int tag) {
   return then_copy_back(group.backend(tensor.device()).recv(landing, src, tag), tensor, landing);
 }
 
-void recv(const Tensor& tensor, int src, const Group& group, int tag) { irecv(tensor, src, group, tag)->wait(); }
+void recv(const Tensor& tensor, int src, const Group& group, const CommOptions& options) {
+  irecv(tensor, src, group, options)->wait();
+}
 
-int recv_any(const Tensor& tensor, const Group& group, int tag) {
-  WorkPtr work = irecv(tensor, kAnySource, group, tag);
+int recv_any(const Tensor& tensor, const Group& group, const CommOptions& options) {
+  WorkPtr work = irecv(tensor, kAnySource, group, options);
   work->wait();
   return work->source_rank();
 }

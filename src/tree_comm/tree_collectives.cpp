@@ -17,6 +17,7 @@
 #include "comm/dist_internal.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/schema.hpp"
+#include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
 #include "tree_comm/tree_comm_internal.hpp"
 #include "tree_comm/wire.hpp"

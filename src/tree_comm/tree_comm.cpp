@@ -9,6 +9,7 @@
 #include "comm/dist_internal.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/schema.hpp"
+#include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
 #include "tree_comm/tree_comm_internal.hpp"
 #include "tree_comm/wire.hpp"
@@ -99,7 +100,7 @@ Tensor bytes_tensor(std::span<const std::byte> bytes) {
 
 // ---- send / recv -------------------------------------------------------------------------------------
 
-WorkPtr TensorTree::isend(int dst, const Group& group, const SendOptions& options) const {
+WorkPtr TensorTree::isend(int dst, const Group& group, const CommOptions& options) const {
   constexpr std::string_view op = "send";
   check_peer(dst, "dst", group, op, false);
   dist::detail::check_tag(options.tag, "tag", op);
@@ -110,11 +111,11 @@ WorkPtr TensorTree::isend(int dst, const Group& group, const SendOptions& option
   return post_consolidated(detail::pack_for_wire(*this, device, kWireHeaderBytes), device, dst, group, options.tag);
 }
 
-void TensorTree::send(int dst, const Group& group, const SendOptions& options) const {
+void TensorTree::send(int dst, const Group& group, const CommOptions& options) const {
   isend(dst, group, options)->wait();
 }
 
-WorkPtr TensorTree::irecv(int src, const Group& group, const RecvOptions& options) {
+WorkPtr TensorTree::irecv(int src, const Group& group, const CommOptions& options) {
   constexpr std::string_view op = "recv";
   check_peer(src, "src", group, op, options.mode == TransferMode::Consolidated);
   dist::detail::check_tag(options.tag, "tag", op);
@@ -130,7 +131,7 @@ WorkPtr TensorTree::irecv(int src, const Group& group, const RecvOptions& option
   return post_tree_receive(spare, schema, src, group, options.tag, std::move(deliver));
 }
 
-int TensorTree::recv(int src, const Group& group, const RecvOptions& options) {
+int TensorTree::recv(int src, const Group& group, const CommOptions& options) {
   const WorkPtr work = irecv(src, group, options);
   work->wait();
   return src == kAnySource ? work->source_rank() : src;
@@ -138,12 +139,7 @@ int TensorTree::recv(int src, const Group& group, const RecvOptions& options) {
 
 // ---- init_remote / from_remote_init ----------------------------------------------------------------
 
-void TensorTree::init_remote(int dst, const Group& group, const InitRemoteOptions& options) const {
-  if (options.use_broadcast) {
-    dist::detail::check_member(group, "init_remote");
-    TensorTree(*this).broadcast(group.rank(), group);
-    return;
-  }
+void TensorTree::init_remote(int dst, const Group& group, const CommOptions& options) const {
   constexpr std::string_view op = "init_remote";
   check_peer(dst, "dst", group, op, false);
   dist::detail::check_tag(options.tag, "tag", op);
@@ -157,13 +153,7 @@ void TensorTree::init_remote(int dst, const Group& group, const InitRemoteOption
   data_sent->wait();
 }
 
-TensorTree TensorTree::from_remote_init(int src, const Group& group, const InitRemoteOptions& options) {
-  if (options.use_broadcast) {
-    dist::detail::check_member(group, "from_remote_init");
-    TensorTree tree;
-    tree.broadcast(src, group);
-    return tree;
-  }
+TensorTree TensorTree::from_remote_init(int src, const Group& group, const CommOptions& options) {
   constexpr std::string_view op = "from_remote_init";
   check_peer(src, "src", group, op, true);
   dist::detail::check_tag(options.tag, "tag", op);
