@@ -109,7 +109,7 @@ int run(const DistributedContext& context, std::int64_t steps, int batch_size, c
   if (rank > 0) {
     // Each actor writes only rows [(rank - 1) * steps, rank * steps): no locks needed.
     const TensorTree replay = load_memmap(dir, {.mode = MemmapMode::ReadWrite});
-    const TensorTree mine = replay.slice((rank - 1) * steps, rank * steps);
+    const TensorTree mine = replay.slice(0, {(rank - 1) * steps, rank * steps});
     const TensorTree traj = trajectory(rank, steps);
     for (const auto& [path, leaf] : traj.leaves()) mine.get(path).copy_(leaf);
     std::printf("[actor %d] wrote rows %lld..%lld\n", rank, static_cast<long long>((rank - 1) * steps),
@@ -129,7 +129,7 @@ int run(const DistributedContext& context, std::int64_t steps, int batch_size, c
     // And every row once, so that no actor's write went missing.
     std::vector<std::int64_t> all(static_cast<std::size_t>(capacity));
     for (std::int64_t r = 0; r < capacity; ++r) all[static_cast<std::size_t>(r)] = r;
-    failures += check_sample(replay.slice(0, capacity).clone(), all, steps);
+    failures += check_sample(replay.slice(0, {0, capacity}).clone(), all, steps);
     std::printf("[learner] sampled %d random rows and checked all %lld: %d wrong\n", batch_size,
                 static_cast<long long>(capacity), failures);
   }

@@ -299,9 +299,9 @@ Endpoint make_endpoint(Mode mode, const Case& c, const Group& world, int rank) {
 void acknowledge(const Group& world, int rank) {
   const Tensor token = Tensor::zeros({1}, {DType::Int32});
   if (rank == kReceiver) {
-    dist::send(token, kSender, world, kAckTag);
+    dist::send(token, kSender, world, {.tag = kAckTag});
   } else {
-    dist::recv(token, kReceiver, world, kAckTag);
+    dist::recv(token, kReceiver, world, {.tag = kAckTag});
   }
 }
 

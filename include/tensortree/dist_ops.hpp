@@ -4,7 +4,7 @@
 // *_variadic_shape forms let each rank contribute a tensor of its own shape and dtype that the
 // receivers do not know in advance (one small round for shape and dtype, one for data); every
 // operation also has an asynchronous form returning a Work. Arguments are checked before anything
-// is sent: a root outside the group, a list whose length is not the group size, or a wrong dtype or
+// is sent: a src or dst outside the group, a list whose length is not the group size, or a wrong dtype or
 // shape for an in-place operation is InvalidArgument naming the argument. A rank that is not a
 // member of the group gets InvalidArgument too.
 //
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tensortree/backend.hpp"
+#include "tensortree/comm_options.hpp"
 #include "tensortree/export.hpp"
 #include "tensortree/group.hpp"
 #include "tensortree/reduce_op.hpp"
@@ -35,29 +36,17 @@ namespace tensortree::dist {
 // Point-to-point tags are 0..kMaxUserTag; the tags above are kept for dist_ops' own rounds.
 inline constexpr int kMaxUserTag = 32000;
 
-// An asynchronous operation together with the outputs it allocated: valid once work->wait() returned.
-template <class T>
-struct Pending {
-  WorkPtr work;
-  T result;
-
-  T& get() {
-    work->wait();
-    return result;
-  }
-};
-
 // ---- collectives: every member of the group calls them ----------------------------------------
-TT_API void broadcast(const Tensor& tensor, int root, const Group& group);
-TT_API WorkPtr broadcast_async(const Tensor& tensor, int root, const Group& group);
+TT_API void broadcast(const Tensor& tensor, int src, const Group& group);
+TT_API WorkPtr broadcast_async(const Tensor& tensor, int src, const Group& group);
 
 // Bitwise ops need an integer or bool tensor (InvalidArgument otherwise), Min and Max a real one.
 TT_API void all_reduce(const Tensor& tensor, const Group& group, ReduceOp op = ReduceOp::Sum);
 TT_API WorkPtr all_reduce_async(const Tensor& tensor, const Group& group, ReduceOp op = ReduceOp::Sum);
 
-// The result lands in the root's `tensor`; other ranks' tensors are left as they were.
-TT_API void reduce(const Tensor& tensor, int root, const Group& group, ReduceOp op = ReduceOp::Sum);
-TT_API WorkPtr reduce_async(const Tensor& tensor, int root, const Group& group, ReduceOp op = ReduceOp::Sum);
+// The result lands in rank dst's `tensor`; other ranks' tensors are left as they were.
+TT_API void reduce(const Tensor& tensor, int dst, const Group& group, ReduceOp op = ReduceOp::Sum);
+TT_API WorkPtr reduce_async(const Tensor& tensor, int dst, const Group& group, ReduceOp op = ReduceOp::Sum);
 
 // One tensor per rank, in rank order; every rank's tensor has this rank's shape and dtype. The
 // results are views of one allocation.
@@ -67,16 +56,16 @@ TT_API Pending<std::vector<Tensor>> all_gather_async(const Tensor& tensor, const
 TT_API Tensor all_gather_into_tensor(const Tensor& tensor, const Group& group);
 TT_API Pending<Tensor> all_gather_into_tensor_async(const Tensor& tensor, const Group& group);
 
-// On the root, one tensor per rank (views of one allocation); elsewhere an empty vector.
-TT_API std::vector<Tensor> gather(const Tensor& tensor, int root, const Group& group);
-TT_API Pending<std::vector<Tensor>> gather_async(const Tensor& tensor, int root, const Group& group);
+// On rank dst, one tensor per rank (views of one allocation); elsewhere an empty vector.
+TT_API std::vector<Tensor> gather(const Tensor& tensor, int dst, const Group& group);
+TT_API Pending<std::vector<Tensor>> gather_async(const Tensor& tensor, int dst, const Group& group);
 
-// The root passes one tensor per rank (one shape and dtype); every rank receives its own. Other
+// Rank src passes one tensor per rank (one shape and dtype); every rank receives its own. Other
 // ranks pass an empty span (anything else is ignored) and learn the shape and dtype in a small
-// first round, which also carries the root's verdict on its inputs: when they are invalid, every
+// first round, which also carries src's verdict on its inputs: when they are invalid, every
 // rank throws InvalidArgument and nothing else is sent.
-TT_API Tensor scatter(std::span<const Tensor> inputs, int root, const Group& group);
-TT_API Pending<Tensor> scatter_async(std::span<const Tensor> inputs, int root, const Group& group);
+TT_API Tensor scatter(std::span<const Tensor> inputs, int src, const Group& group);
+TT_API Pending<Tensor> scatter_async(std::span<const Tensor> inputs, int src, const Group& group);
 
 // inputs[r] of every rank is reduced into rank r's result (list form: one tensor per rank, one shape).
 TT_API Tensor reduce_scatter(std::span<const Tensor> inputs, const Group& group, ReduceOp op = ReduceOp::Sum);
@@ -108,23 +97,23 @@ TT_API WorkPtr barrier_async(const Group& group);
 // one allocation, each starting on a 64-byte boundary.
 TT_API std::vector<Tensor> all_gather_variadic_shape(const Tensor& tensor, const Group& group);
 TT_API Pending<std::vector<Tensor>> all_gather_variadic_shape_async(const Tensor& tensor, const Group& group);
-// On the root, one tensor per rank; elsewhere an empty vector.
-TT_API std::vector<Tensor> gather_variadic_shape(const Tensor& tensor, int root, const Group& group);
-TT_API Pending<std::vector<Tensor>> gather_variadic_shape_async(const Tensor& tensor, int root, const Group& group);
+// On rank dst, one tensor per rank; elsewhere an empty vector.
+TT_API std::vector<Tensor> gather_variadic_shape(const Tensor& tensor, int dst, const Group& group);
+TT_API Pending<std::vector<Tensor>> gather_variadic_shape_async(const Tensor& tensor, int dst, const Group& group);
 // inputs[r] (any shape and dtype) goes to rank r; result[r] came from rank r.
 TT_API std::vector<Tensor> all_to_all_variadic_shape(std::span<const Tensor> inputs, const Group& group);
 TT_API Pending<std::vector<Tensor>> all_to_all_variadic_shape_async(std::span<const Tensor> inputs, const Group& group);
 
 // ---- point to point ------------------------------------------------------------------------------
-// Tags are 0..kMaxUserTag.
-TT_API void send(const Tensor& tensor, int dst, const Group& group, int tag = 0);
-TT_API WorkPtr isend(const Tensor& tensor, int dst, const Group& group, int tag = 0);
+// Options as TensorTree's (comm_options.hpp): tags are 0..kMaxUserTag; mode and threads concern trees.
+TT_API void send(const Tensor& tensor, int dst, const Group& group, const CommOptions& options = {});
+TT_API WorkPtr isend(const Tensor& tensor, int dst, const Group& group, const CommOptions& options = {});
 // Into `tensor` (its shape and dtype must match what is sent).
-TT_API void recv(const Tensor& tensor, int src, const Group& group, int tag = 0);
+TT_API void recv(const Tensor& tensor, int src, const Group& group, const CommOptions& options = {});
 // `src` may be kAnySource: the Work's source_rank() then names the sender.
-TT_API WorkPtr irecv(const Tensor& tensor, int src, const Group& group, int tag = 0);
+TT_API WorkPtr irecv(const Tensor& tensor, int src, const Group& group, const CommOptions& options = {});
 // From whichever rank sends first; returns that rank.
-TT_API int recv_any(const Tensor& tensor, const Group& group, int tag = 0);
+TT_API int recv_any(const Tensor& tensor, const Group& group, const CommOptions& options = {});
 // Every send and receive posted at once (torch's batch_isend_irecv): one Work for all of them.
 // Every op's tensor is on one kind of device.
 TT_API WorkPtr batch_isend_irecv(std::span<const P2POp> ops, const Group& group);

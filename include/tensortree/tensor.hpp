@@ -15,6 +15,7 @@
 #include "tensortree/error.hpp"
 #include "tensortree/export.hpp"
 #include "tensortree/shape.hpp"
+#include "tensortree/slice.hpp"
 #include "tensortree/storage.hpp"
 
 namespace tensortree {
@@ -78,8 +79,8 @@ class TT_API Tensor {
 
   // ---- views (no copy) ---------------------------------------------------------------------
   // Elements start, start+step, ... below stop along `dim`; start/stop clamp like Python's slices
-  // and may be negative; step must be positive.
-  Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t stop, std::int64_t step = 1) const;
+  // and may be negative; step must be positive. t.slice(0, {2, 8, 2}) (slice.hpp).
+  Tensor slice(std::int64_t dim, const Slice& range) const;
   Tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const;
   // Removes `dim`, keeping index `index` (negative counts from the end).
   Tensor select(std::int64_t dim, std::int64_t index) const;

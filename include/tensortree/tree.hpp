@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensortree/comm_options.hpp"
 #include "tensortree/device.hpp"
 #include "tensortree/export.hpp"
 #include "tensortree/path.hpp"
@@ -24,12 +25,15 @@
 #include "tensortree/shape.hpp"
 #include "tensortree/storage.hpp"
 #include "tensortree/tensor.hpp"
-#include "tensortree/transfer.hpp"
-#include "tensortree/work.hpp"
 
 namespace tensortree {
 
+// The communication layer stays out of this header: its methods need only these names.
 class Group;
+class Work;
+using WorkPtr = std::shared_ptr<Work>;
+template <class T>
+struct Pending;
 class Schema;
 struct MemmapOptions;
 struct LoadMemmapOptions;
@@ -52,6 +56,12 @@ struct TT_API TreeInit {
 };
 
 struct TreeTransfer;
+
+// What keys() lists (TensorDict's keys(include_nested, leaves_only), named).
+struct KeysOptions {
+  bool include_nested = false;
+  bool leaves_only = false;
+};
 
 struct ConsolidateOptions {
   std::optional<Device> device = {};  // default: the leaves' device
@@ -106,7 +116,7 @@ class TT_API TensorTree {
 
   // TensorDict's order: insertion order, and with include_nested a sub-tree's keys come before the
   // sub-tree's own key.
-  std::vector<Path> keys(bool include_nested = false, bool leaves_only = false) const;
+  std::vector<Path> keys(const KeysOptions& options = {}) const;
   // Every leaf, depth-first in insertion order.
   std::vector<std::pair<Path, Tensor>> leaves() const;
   // fn(path, leaf) for every leaf, in the order of leaves(), without building a list.
@@ -126,8 +136,9 @@ class TT_API TensorTree {
   // ---- batch indexing: views where possible --------------------------------------------------
   // Drops the first batch dimension, keeping row `i` (negative counts from the end).
   TensorTree index(std::int64_t i) const;
-  // Rows start, start+step, ... below stop along batch dimension `dim` (Python slice clamping).
-  TensorTree slice(std::int64_t start, std::int64_t stop, std::int64_t step = 1, std::int64_t dim = 0) const;
+  // Rows start, start+step, ... below stop along batch dimension `dim` (Python slice clamping), as
+  // Tensor::slice: tree.slice(0, {0, 64}).
+  TensorTree slice(std::int64_t dim, const Slice& range) const;
   // Gathers rows of the first batch dimension (1-D int64/int32 CPU index): a copy.
   TensorTree index(const Tensor& rows) const;
 
@@ -154,7 +165,7 @@ class TT_API TensorTree {
   // The reverse: each key split at `sep`; collisions are InvalidArgument naming the key.
   TensorTree unflatten_keys(char sep = '.') const;
   // A tree holding only `paths` (leaves or whole sub-trees) and the nodes leading to them;
-  // absent ones are InvalidArgument. select({"obs", "next.reward"}) or select(tree.keys(true)).
+  // absent ones are InvalidArgument. select({"obs", "next.reward"}) or select(tree.keys({.include_nested = true})).
   TensorTree select(const std::vector<Path>& paths) const;
   TensorTree select(std::initializer_list<PathRef> paths) const;
   // A tree without `paths`; absent ones are ignored, as in TensorDict.
@@ -283,21 +294,21 @@ class TT_API TensorTree {
   // receive may then point at the spare). A buffer the library did not allocate (adopted memory, a
   // memory-mapped file) is written in place instead; a receiver that is not consolidated unpacks
   // the message into its leaves.
-  void send(int dst, const Group& group, const SendOptions& options = {}) const;
+  void send(int dst, const Group& group, const CommOptions& options = {}) const;
   // The tree's values must stay unchanged until the Work completes.
-  WorkPtr isend(int dst, const Group& group, const SendOptions& options = {}) const;
+  WorkPtr isend(int dst, const Group& group, const CommOptions& options = {}) const;
   // `src` may be kAnySource (MPI only); returns the group rank that sent.
-  int recv(int src, const Group& group, const RecvOptions& options = {});
+  int recv(int src, const Group& group, const CommOptions& options = {});
   // Several may be in flight at once (on different trees); the tree must stay where it is (not be
   // destroyed or moved) until the Work completes, and is valid after wait(), and Work::source_rank() names the sender of a kAnySource receive.
-  WorkPtr irecv(int src, const Group& group, const RecvOptions& options = {});
+  WorkPtr irecv(int src, const Group& group, const CommOptions& options = {});
 
   // For a receiver that knows nothing of the tree: at most two messages (the schema, then the data
   // as send() moves it). Afterwards both ends hold the layout (the sender's is cached with its
   // consolidation plan, the receiver's tree is consolidated), so later send()/recv() carry data
-  // only. With use_broadcast every rank of the group calls these, the sender as the root.
-  void init_remote(int dst, const Group& group, const InitRemoteOptions& options = {}) const;
-  static TensorTree from_remote_init(int src, const Group& group, const InitRemoteOptions& options = {});
+  // only. (To give every rank of a group the tree, broadcast() into empty trees.)
+  void init_remote(int dst, const Group& group, const CommOptions& options = {}) const;
+  static TensorTree from_remote_init(int src, const Group& group, const CommOptions& options = {});
 
   // Collectives: every rank of the group calls them.
   // The root's tree reaches every rank: a rank holding a tree of the root's layout receives into it;
@@ -317,6 +328,17 @@ class TT_API TensorTree {
   // reduce leaves the other ranks' trees unchanged.
   void reduce(int dst, const Group& group, ReduceOp op = ReduceOp::Sum);
   void all_reduce(const Group& group, ReduceOp op = ReduceOp::Sum);
+
+  // Asynchronous forms, as dist_ops' (the small rounds — announcement, layout check — finish before
+  // they return; only the data round is in flight). A tree written by the operation (the receivers'
+  // of broadcast and scatter, every rank's of the reductions) must stay where it is, neither
+  // destroyed nor moved, until the Work completes; a Pending may be moved but must be kept until then.
+  WorkPtr broadcast_async(int src, const Group& group);
+  Pending<std::vector<TensorTree>> all_gather_async(const Group& group) const;
+  Pending<std::vector<TensorTree>> gather_async(int dst, const Group& group) const;
+  WorkPtr scatter_async(int src, std::span<const TensorTree> trees, const Group& group);
+  WorkPtr reduce_async(int dst, const Group& group, ReduceOp op = ReduceOp::Sum);
+  WorkPtr all_reduce_async(const Group& group, ReduceOp op = ReduceOp::Sum);
 
   // ---- memory-mapped storage (memmap.cpp; layout, options and errors in memmap.hpp) -------------
   // Writes the tree in TensorDict's directory layout, crash-safe, and makes its leaves views of the

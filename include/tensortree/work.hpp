@@ -35,9 +35,16 @@ class TT_API Work {
 
   // A Work that is already complete (what a synchronous step returns in an asynchronous slot).
   static std::shared_ptr<Work> completed();
-  // Runs `then` once, on the waiting thread, after `first` completes: a second round that needs the
-  // first's result (e.g. shapes, then data) or a copy back from a staging buffer.
-  static std::shared_ptr<Work> chain(std::shared_ptr<Work> first, std::function<std::shared_ptr<Work>()> then);
+  // The one way to say "when `first` has finished, do `fn`" (copy back from a staging buffer, AVG's
+  // division, unpacking a received tree). The returned Work completes with `first`; `fn` runs once,
+  // on the thread that sees it complete, and only if `first` succeeded: its exception becomes the
+  // returned Work's error. When `first` failed, `on_error` (if given) receives that error and may
+  // throw a clearer one; otherwise `first`'s error is the returned Work's. source_rank() is `first`'s.
+  static std::shared_ptr<Work> then(std::shared_ptr<Work> first, std::function<void()> fn,
+                                    std::function<void(std::exception_ptr)> on_error = nullptr);
+  // The chaining form: after `first` succeeded, `next` starts a second operation (e.g. shapes, then
+  // data); the returned Work completes when that one has. `next` may return null (nothing more).
+  static std::shared_ptr<Work> chain(std::shared_ptr<Work> first, std::function<std::shared_ptr<Work>()> next);
 
  protected:
   // Non-blocking progress: true once the transfer has finished. May throw.
@@ -55,5 +62,17 @@ class TT_API Work {
 };
 
 using WorkPtr = std::shared_ptr<Work>;
+
+// An asynchronous operation together with the outputs it allocated: valid once work->wait() returned.
+template <class T>
+struct Pending {
+  WorkPtr work;
+  T result;
+
+  T& get() {
+    work->wait();
+    return result;
+  }
+};
 
 }  // namespace tensortree

@@ -92,7 +92,7 @@ std::string unseal(const Bytes& envelope) {
 void broadcast_bytes(Bytes& bytes, int root, const Group& group) {
   constexpr std::string_view op = "broadcast_object";
   check_member(group, op);
-  check_rank(root, "root", group, op);
+  check_rank(root, "src", group, op);
   Backend& backend = metadata_backend(group);
   const Tensor size = int64_tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(bytes.size())});
   backend.broadcast(size, root)->wait();
@@ -111,7 +111,7 @@ std::vector<Bytes> gather_bytes(const Bytes& bytes, int root, const Group& group
 Bytes scatter_bytes(std::span<const Bytes> per_rank, int root, const Group& group) {
   constexpr std::string_view op = "scatter_object";
   check_member(group, op);
-  check_rank(root, "root", group, op);
+  check_rank(root, "src", group, op);
   const bool is_root = group.rank() == root;
   const Tensor sizes = is_root ? int64_tensor(scatter_sizes(per_rank, group)) : Tensor{};
   const Tensor my_size = Tensor::empty({1}, {DType::Int64});

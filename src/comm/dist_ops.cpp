@@ -50,27 +50,6 @@ std::string per_rank_list_problem(std::span<const Tensor> tensors, std::string_v
   return {};
 }
 
-// Keeps the transfer's buffers alive and, once it completes, writes each packed copy back into the
-// caller's view it stands for.
-class CopyBackWork final : public Work {
- public:
-  CopyBackWork(WorkPtr transfer, std::vector<CopyBack> copies)
-      : transfer_(std::move(transfer)), copies_(std::move(copies)) {}
-
-  int source_rank() const override { return transfer_->source_rank(); }
-
- protected:
-  bool test() override { return transfer_->is_completed(); }
-  void block() override { transfer_->wait(); }
-  void finish() override {
-    transfer_->wait();  // rethrows the transfer's error: nothing is copied back from a failed one
-    for (const CopyBack& copy : copies_) copy.destination.copy_(copy.packed);
-  }
-
- private:
-  WorkPtr transfer_;
-  std::vector<CopyBack> copies_;
-};
 
 }  // namespace
 
@@ -137,7 +116,10 @@ WorkPtr ByteExchange::post(Backend& backend) const {
 
 WorkPtr then_copy_back(WorkPtr work, std::vector<CopyBack> copies) {
   if (copies.empty()) return work;
-  return std::make_shared<CopyBackWork>(std::move(work), std::move(copies));
+  // The lambda keeps the packed copies alive until the transfer that writes them has finished.
+  return Work::then(std::move(work), [copies = std::move(copies)] {
+    for (const CopyBack& copy : copies) copy.destination.copy_(copy.packed);
+  });
 }
 
 WorkPtr then_copy_back(WorkPtr work, const Tensor& destination, const Tensor& packed) {
@@ -349,7 +331,7 @@ void check_p2p_op(const P2POp& op, std::size_t index, const Tensor& first, const
 WorkPtr broadcast_async(const Tensor& tensor, int root, const Group& group) {
   constexpr std::string_view op = "broadcast";
   check_tensor_op(tensor, group, op);
-  check_rank(root, "root", group, op);
+  check_rank(root, "src", group, op);
   const Tensor packed = tensor.contiguous();
   WorkPtr work = group.backend(tensor.device()).broadcast(packed, root);
   if (group.rank() == root) return work;
@@ -371,7 +353,7 @@ void all_reduce(const Tensor& tensor, const Group& group, ReduceOp op) { all_red
 WorkPtr reduce_async(const Tensor& tensor, int root, const Group& group, ReduceOp op) {
   constexpr std::string_view name = "reduce";
   check_tensor_op(tensor, group, name);
-  check_rank(root, "root", group, name);
+  check_rank(root, "dst", group, name);
   check_reduce_op(op, tensor.dtype(), name);
   const Tensor packed = tensor.contiguous();
   WorkPtr work = group.backend(tensor.device()).reduce(packed, root, op);
@@ -415,7 +397,7 @@ Tensor all_gather_into_tensor(const Tensor& tensor, const Group& group) {
 Pending<std::vector<Tensor>> gather_async(const Tensor& tensor, int root, const Group& group) {
   constexpr std::string_view op = "gather";
   check_tensor_op(tensor, group, op);
-  check_rank(root, "root", group, op);
+  check_rank(root, "dst", group, op);
   const bool is_root = group.rank() == root;
   const Tensor output = is_root ? empty_like_shape(with_leading(group.size(), tensor.shape()), tensor) : Tensor{};
   WorkPtr work = group.backend(tensor.device()).gather(output, tensor.contiguous(), root);
@@ -431,7 +413,7 @@ std::vector<Tensor> gather(const Tensor& tensor, int root, const Group& group) {
 
 Pending<Tensor> scatter_async(std::span<const Tensor> inputs, int root, const Group& group) {
   check_member(group, "scatter");
-  check_rank(root, "root", group, "scatter");
+  check_rank(root, "src", group, "scatter");
   const TensorHeader block = announce_scatter(inputs, root, group);
   const bool is_root = group.rank() == root;
   const Device device = is_root ? inputs[0].device() : device_of_kind(block.device_type);
@@ -531,7 +513,8 @@ void barrier(const Group& group) { barrier_async(group)->wait(); }
 
 // ---- point to point ------------------------------------------------------------------------------------
 
-WorkPtr isend(const Tensor& tensor, int dst, const Group& group, int tag) {
+WorkPtr isend(const Tensor& tensor, int dst, const Group& group, const CommOptions& options) {
+  const int tag = options.tag;
   constexpr std::string_view op = "send";
   check_tensor_op(tensor, group, op);
   check_rank(dst, "dst", group, op);
@@ -539,9 +522,12 @@ WorkPtr isend(const Tensor& tensor, int dst, const Group& group, int tag) {
   return group.backend(tensor.device()).send(tensor.contiguous(), dst, tag);
 }
 
-void send(const Tensor& tensor, int dst, const Group& group, int tag) { isend(tensor, dst, group, tag)->wait(); }
+void send(const Tensor& tensor, int dst, const Group& group, const CommOptions& options) {
+  isend(tensor, dst, group, options)->wait();
+}
 
-WorkPtr irecv(const Tensor& tensor, int src, const Group& group, int tag) {
+WorkPtr irecv(const Tensor& tensor, int src, const Group& group, const CommOptions& options) {
+  const int tag = options.tag;
   constexpr std::string_view op = "recv";
   check_tensor_op(tensor, group, op);
   if (src != kAnySource) check_rank(src, "src", group, op);
@@ -551,10 +537,12 @@ WorkPtr irecv(const Tensor& tensor, int src, const Group& group, int tag) {
   return then_copy_back(group.backend(tensor.device()).recv(landing, src, tag), tensor, landing);
 }
 
-void recv(const Tensor& tensor, int src, const Group& group, int tag) { irecv(tensor, src, group, tag)->wait(); }
+void recv(const Tensor& tensor, int src, const Group& group, const CommOptions& options) {
+  irecv(tensor, src, group, options)->wait();
+}
 
-int recv_any(const Tensor& tensor, const Group& group, int tag) {
-  WorkPtr work = irecv(tensor, kAnySource, group, tag);
+int recv_any(const Tensor& tensor, const Group& group, const CommOptions& options) {
+  WorkPtr work = irecv(tensor, kAnySource, group, options);
   work->wait();
   return work->source_rank();
 }

@@ -183,7 +183,7 @@ std::vector<Tensor> all_gather_variadic_shape(const Tensor& tensor, const Group&
 Pending<std::vector<Tensor>> gather_variadic_shape_async(const Tensor& tensor, int root, const Group& group) {
   constexpr std::string_view op = "gather_variadic_shape";
   check_member(group, op);
-  check_rank(root, "root", group, op);
+  check_rank(root, "dst", group, op);
   check_defined(tensor, "tensor", op);
   const std::vector<TensorHeader> headers = all_gather_headers(tensor, group, op);
   check_one_device_kind(headers, tensor.device().type(), op);

@@ -3,6 +3,7 @@
 #include "tensortree/tensor.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -192,7 +193,10 @@ std::complex<double> Tensor::value_at_linear(std::int64_t linear_index) const {
 
 // ---- views ---------------------------------------------------------------------------------
 
-Tensor Tensor::slice(std::int64_t dim, std::int64_t start, std::int64_t stop, std::int64_t step) const {
+Tensor Tensor::slice(std::int64_t dim, const Slice& range) const {
+  const std::int64_t start = range.start;
+  const std::int64_t stop = range.stop.value_or(std::numeric_limits<std::int64_t>::max());  // none: to the end
+  const std::int64_t step = range.step;
   check_defined("slice");
   const std::int64_t d = wrap_dim(dim);
   if (step <= 0) throw InvalidArgument("slice step must be positive, got " + std::to_string(step));
@@ -219,7 +223,7 @@ Tensor Tensor::narrow(std::int64_t dim, std::int64_t start, std::int64_t length)
                           ") out of range for dimension " + std::to_string(d) + " of size " +
                           std::to_string(shape_[d]));
   }
-  return slice(d, start, start + length);
+  return slice(d, {start, start + length});
 }
 
 Tensor Tensor::select(std::int64_t dim, std::int64_t index) const {

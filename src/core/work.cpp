@@ -42,6 +42,37 @@ class CompletedWork final : public Work {
   bool test() override { return true; }
 };
 
+// `first`, then `fn` once `first` succeeded (Work::then).
+class ThenWork final : public Work {
+ public:
+  ThenWork(WorkPtr first, std::function<void()> fn, std::function<void(std::exception_ptr)> on_error)
+      : first_(std::move(first)), fn_(std::move(fn)), on_error_(std::move(on_error)) {}
+
+  int source_rank() const override { return first_->source_rank(); }
+
+ protected:
+  bool test() override { return first_->is_completed(); }
+  // first's error is raised by finish(), where on_error may translate it.
+  void block() override {
+    try {
+      first_->wait();
+    } catch (...) {
+    }
+  }
+  void finish() override {
+    if (std::exception_ptr error = first_->exception()) {
+      if (on_error_) on_error_(error);
+      std::rethrow_exception(error);
+    }
+    if (fn_) fn_();
+  }
+
+ private:
+  WorkPtr first_;
+  std::function<void()> fn_;
+  std::function<void(std::exception_ptr)> on_error_;
+};
+
 // `first`, then the Work that `then` returns; the chain completes when the second one has.
 class ChainedWork final : public Work {
  public:
@@ -142,9 +173,15 @@ bool Work::settle(bool done) {
 
 std::shared_ptr<Work> Work::completed() { return std::make_shared<CompletedWork>(); }
 
-std::shared_ptr<Work> Work::chain(std::shared_ptr<Work> first, std::function<std::shared_ptr<Work>()> then) {
+std::shared_ptr<Work> Work::then(std::shared_ptr<Work> first, std::function<void()> fn,
+                                 std::function<void(std::exception_ptr)> on_error) {
+  if (!first) throw InvalidArgument("Work::then needs a first Work (got null)");
+  return std::make_shared<ThenWork>(std::move(first), std::move(fn), std::move(on_error));
+}
+
+std::shared_ptr<Work> Work::chain(std::shared_ptr<Work> first, std::function<std::shared_ptr<Work>()> next) {
   if (!first) throw InvalidArgument("Work::chain needs a first Work (got null)");
-  return std::make_shared<ChainedWork>(std::move(first), std::move(then));
+  return std::make_shared<ChainedWork>(std::move(first), std::move(next));
 }
 
 }  // namespace tensortree

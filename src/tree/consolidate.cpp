@@ -10,6 +10,7 @@
 #include "core/pack_cpu.hpp"
 #include "core/strided_copy.hpp"
 #include "tensortree/schema.hpp"
+#include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
 
 namespace tensortree {

@@ -10,6 +10,7 @@
 
 #include "tree/layout_plan.hpp"
 #include "tensortree/schema.hpp"
+#include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
 
 namespace tensortree::detail {

@@ -205,10 +205,10 @@ void TensorTree::erase(PathRef path_ref) {
   drop_consolidation();
 }
 
-std::vector<Path> TensorTree::keys(bool include_nested, bool leaves_only) const {
+std::vector<Path> TensorTree::keys(const KeysOptions& options) const {
   std::vector<Path> out;
   Path prefix;
-  collect_keys(prefix, include_nested, leaves_only, out);
+  collect_keys(prefix, options.include_nested, options.leaves_only, out);
   return out;
 }
 

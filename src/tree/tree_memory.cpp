@@ -9,6 +9,7 @@
 #include "tensortree/error.hpp"
 #include "tensortree/schema.hpp"
 #include "tensortree/tree.hpp"
+#include "tensortree/work.hpp"
 
 namespace tensortree {
 

@@ -1,6 +1,7 @@
 // TensorTree operations that build new trees leaf by leaf: batch indexing, apply/to/clone; plus
 // equal(). Stack/cat are in tree_join.cpp, key selection and flattening in tree_keys.cpp.
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <string>
 #include <utility>
@@ -93,12 +94,14 @@ TensorTree TensorTree::index(std::int64_t i) const {
                      [](const Shape& batch) { return Shape(batch.begin() + 1, batch.end()); });
 }
 
-TensorTree TensorTree::slice(std::int64_t start, std::int64_t stop, std::int64_t step,
-                             std::int64_t dim) const {
+TensorTree TensorTree::slice(std::int64_t dim, const Slice& range) const {
+  const std::int64_t start = range.start;
+  const std::int64_t stop = range.stop.value_or(std::numeric_limits<std::int64_t>::max());  // none: to the end
+  const std::int64_t step = range.step;
   const std::int64_t d = wrapped_dim("slice", dim, batch_dims(), batch_size_);
   if (step <= 0) throw InvalidArgument("slice step must be positive, got " + std::to_string(step));
   const std::int64_t length = sliced_length(batch_size_[static_cast<std::size_t>(d)], start, stop, step);
-  return transformed([=](const Path&, const Tensor& leaf) { return leaf.slice(d, start, stop, step); },
+  return transformed([=](const Path&, const Tensor& leaf) { return leaf.slice(d, range); },
                      [=](const Shape& batch) {
                        Shape out = batch;
                        out[static_cast<std::size_t>(d)] = length;

@@ -17,6 +17,7 @@
 #include "comm/dist_internal.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/schema.hpp"
+#include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
 #include "tree_comm/tree_comm_internal.hpp"
 #include "tree_comm/wire.hpp"
@@ -112,7 +113,8 @@ Announcement announce(const Announcement& mine, int root, const Group& group) {
            static_cast<std::uint64_t>(got[kSchemaBytes])}};
 }
 
-void broadcast_from_root(const TensorTree& tree, const Group& group) {
+// The data round stays in flight; the registry learns the layout once it has gone out.
+WorkPtr broadcast_from_root(const TensorTree& tree, const Group& group) {
   const int root = group.rank();
   const auto registry = LayoutRegistry::of(group);
   Announcement mine;
@@ -133,14 +135,19 @@ void broadcast_from_root(const TensorTree& tree, const Group& group) {
   if (failure) std::rethrow_exception(failure);
   const std::uint64_t total = out.schema->total_bytes();
   detail::copy_bytes(out.buffer->data() + total, device, schema_bytes.data(), Device::cpu(), schema_bytes.size());
-  group.backend(device).broadcast(detail::bytes_of(out.buffer, 0, total + schema_bytes.size()), root)->wait();
-  if (!schema_bytes.empty()) {
-    registry->remember(out.schema);
-    registry->mark_published(out.schema->fingerprint());
-  }
+  WorkPtr sent = group.backend(device).broadcast(detail::bytes_of(out.buffer, 0, total + schema_bytes.size()), root);
+  if (schema_bytes.empty()) return Work::then(std::move(sent), [buffer = out.buffer] {});
+  return Work::then(std::move(sent), [registry, schema = out.schema, buffer = out.buffer] {
+    registry->remember(schema);
+    registry->mark_published(schema->fingerprint());
+  });
 }
 
-void broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
+void receive_broadcast(TensorTree& tree, const Receiver& mine, const Announcement& sent, const StoragePtr& buffer,
+                       Device device, int root, LayoutRegistry& registry);
+
+// `tree` is written when the returned Work completes: it must stay where it is until then.
+WorkPtr broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
   const Receiver mine = receiver_of(tree, "broadcast");
   const Announcement sent = announce({}, root, group);
   if (!sent.ok) {
@@ -155,15 +162,22 @@ void broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
                       mine.schema->fingerprint() == sent.header.fingerprint && tree.is_consolidated() &&
                       tree.storage()->device() == device;
   if (direct) {
-    backend.broadcast(detail::bytes_of(tree.storage(), 0, total), root)->wait();
-    return;
+    return backend.broadcast(detail::bytes_of(tree.storage(), 0, total), root);
   }
   const std::size_t length = total + sent.header.schema_bytes;
   const StoragePtr buffer = mine.empty ? Storage::allocate(std::max<std::size_t>(length, total + kWireHeaderBytes), device)
                                        : detail::spare_buffer(length, device);
-  backend.broadcast(detail::bytes_of(buffer, 0, length), root)->wait();
+  WorkPtr arriving = backend.broadcast(detail::bytes_of(buffer, 0, length), root);
+  auto registry = LayoutRegistry::of(group);
+  return Work::then(std::move(arriving), [target = &tree, mine, sent, buffer, device, root, registry] {
+    receive_broadcast(*target, mine, sent, buffer, device, root, *registry);
+  });
+}
 
-  const auto registry = LayoutRegistry::of(group);
+// What a receiver does once the root's bytes are in `buffer`: find the schema, then deliver.
+void receive_broadcast(TensorTree& tree, const Receiver& mine, const Announcement& sent, const StoragePtr& buffer,
+                       Device device, int root, LayoutRegistry& registry) {
+  const std::uint64_t total = sent.header.payload_bytes;
   std::shared_ptr<const Schema> schema;
   if (sent.header.schema_bytes > 0) {
     schema = decode_schema_at(buffer->data() + total, device, sent.header.schema_bytes);
@@ -171,9 +185,9 @@ void broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
       throw CorruptData("broadcast: the schema the root (rank " + std::to_string(root) +
                         ") sent does not describe the payload it announced");
     }
-    registry->remember(schema);
+    registry.remember(schema);
   } else {
-    schema = registry->find(sent.header.fingerprint);
+    schema = registry.find(sent.header.fingerprint);
     if (!schema && mine.schema && mine.schema->fingerprint() == sent.header.fingerprint) schema = mine.schema;
     if (!schema && mine.empty) {
       throw InvalidArgument("broadcast: the root (rank " + std::to_string(root) + ") sent layout fingerprint " +
@@ -266,9 +280,10 @@ void check_same_layout(std::uint64_t fingerprint, const Group& group, std::strin
   throw SchemaMismatch(message);
 }
 
-// Reduces the tree in place, one call per dtype bucket; into `dst` only when it is set.
-void reduce_buckets(const TensorTree& tree, const Group& group, ReduceOp op, std::optional<int> dst,
-                    std::string_view name) {
+// Reduces the tree in place, one call per dtype bucket; into `dst` only when it is set. The layout
+// check is done before this returns; the buckets' reductions stay in flight.
+WorkPtr reduce_buckets(const TensorTree& tree, const Group& group, ReduceOp op, std::optional<int> dst,
+                       std::string_view name) {
   dist::detail::check_member(group, name);
   if (dst) dist::detail::check_rank(*dst, "dst", group, name);
   const Device device = detail::device_of(tree, name);
@@ -279,45 +294,79 @@ void reduce_buckets(const TensorTree& tree, const Group& group, ReduceOp op, std
     const StoragePtr spare = detail::spare_buffer(layout.schema->total_bytes(), device);
     buffer = detail::pack_tree(tree, {.device = device, .reuse = spare}).storage;
   }
-  std::vector<WorkPtr> works;
+  auto works = std::make_shared<std::vector<WorkPtr>>();
   for (const DTypeBucket& bucket : layout.schema->buckets()) {
     if (bucket.nbytes == 0) continue;
     const Tensor view(buffer, bucket.offset, bucket.dtype,
                       {static_cast<std::int64_t>(bucket.nbytes / itemsize(bucket.dtype))}, {});
-    works.push_back(dst ? dist::reduce_async(view, *dst, group, op) : dist::all_reduce_async(view, group, op));
+    works->push_back(dst ? dist::reduce_async(view, *dst, group, op) : dist::all_reduce_async(view, group, op));
   }
-  for (const WorkPtr& work : works) work->wait();
-  const bool holds_result = !dst || *dst == group.rank();
-  if (!layout.storage && holds_result) tree.unpack_from(*buffer, *layout.schema);
+  const bool unpack = !layout.storage && (!dst || *dst == group.rank());
+  // One Work for the buckets: it completes when the last has (each is waited, in posting order).
+  WorkPtr all = works->empty() ? Work::completed() : works->back();
+  return Work::then(std::move(all), [works, buffer, unpack, tree, schema = layout.schema] {
+    for (const WorkPtr& work : *works) work->wait();
+    if (unpack) tree.unpack_from(*buffer, *schema);
+  });
+}
+
+// A Pending whose trees are parsed from `blocks` once they have arrived. The vector's element
+// buffer does not move when the Pending does, so the continuation fills it in place.
+Pending<std::vector<TensorTree>> trees_when_arrived(Pending<std::vector<Tensor>> blocks, std::size_t count,
+                                                    const char* op) {
+  Pending<std::vector<TensorTree>> out{nullptr, std::vector<TensorTree>(count)};
+  TensorTree* slots = out.result.data();
+  auto arrived = std::make_shared<std::vector<Tensor>>(std::move(blocks.result));
+  out.work = Work::then(std::move(blocks.work), [arrived, slots, op] {
+    std::vector<TensorTree> trees = trees_in_blocks(*arrived, op);
+    for (std::size_t r = 0; r < trees.size(); ++r) slots[r] = std::move(trees[r]);
+  });
+  return out;
 }
 
 }  // namespace
 
 TensorTree& TensorTree::broadcast(int src, const Group& group) {
-  dist::detail::check_member(group, "broadcast");
-  dist::detail::check_rank(src, "src", group, "broadcast");
-  if (group.rank() == src) {
-    broadcast_from_root(*this, group);
-  } else {
-    broadcast_to_receiver(*this, src, group);
-  }
+  broadcast_async(src, group)->wait();
   return *this;
 }
 
+WorkPtr TensorTree::broadcast_async(int src, const Group& group) {
+  dist::detail::check_member(group, "broadcast");
+  dist::detail::check_rank(src, "src", group, "broadcast");
+  if (group.rank() == src) return broadcast_from_root(*this, group);
+  return broadcast_to_receiver(*this, src, group);
+}
+
 std::vector<TensorTree> TensorTree::all_gather(const Group& group) const {
+  return std::move(all_gather_async(group).get());
+}
+
+Pending<std::vector<TensorTree>> TensorTree::all_gather_async(const Group& group) const {
   dist::detail::check_member(group, "all_gather");
   const Tensor block = block_of(*this, detail::device_of(*this, "all_gather"));
-  return trees_in_blocks(dist::all_gather_variadic_shape(block, group), "all_gather");
+  return trees_when_arrived(dist::all_gather_variadic_shape_async(block, group),
+                            static_cast<std::size_t>(group.size()), "all_gather");
 }
 
 std::vector<TensorTree> TensorTree::gather(int dst, const Group& group) const {
+  return std::move(gather_async(dst, group).get());
+}
+
+Pending<std::vector<TensorTree>> TensorTree::gather_async(int dst, const Group& group) const {
   dist::detail::check_member(group, "gather");
   dist::detail::check_rank(dst, "dst", group, "gather");
   const Tensor block = block_of(*this, detail::device_of(*this, "gather"));
-  return trees_in_blocks(dist::gather_variadic_shape(block, dst, group), "gather");
+  const std::size_t count = group.rank() == dst ? static_cast<std::size_t>(group.size()) : 0;
+  return trees_when_arrived(dist::gather_variadic_shape_async(block, dst, group), count, "gather");
 }
 
 TensorTree& TensorTree::scatter(int src, std::span<const TensorTree> trees, const Group& group) {
+  scatter_async(src, trees, group)->wait();
+  return *this;
+}
+
+WorkPtr TensorTree::scatter_async(int src, std::span<const TensorTree> trees, const Group& group) {
   constexpr const char* op = "scatter";
   dist::detail::check_member(group, op);
   dist::detail::check_rank(src, "src", group, op);
@@ -350,16 +399,24 @@ TensorTree& TensorTree::scatter(int src, std::span<const TensorTree> trees, cons
     const Tensor nothing = Tensor::empty({0}, {DType::UInt8, dist::detail::device_of_kind(sent.device)});
     blocks.assign(n, nothing);
   }
-  const std::vector<Tensor> arrived = dist::all_to_all_variadic_shape(blocks, group);
-  ArrivedTree tree = tree_in_block(arrived[static_cast<std::size_t>(src)], src, op);
-  deliver(*this, mine, tree.payload, std::move(tree.schema), src, op);
-  return *this;
+  Pending<std::vector<Tensor>> arriving = dist::all_to_all_variadic_shape_async(blocks, group);
+  auto arrived = std::make_shared<std::vector<Tensor>>(std::move(arriving.result));
+  return Work::then(std::move(arriving.work), [target = this, mine, arrived, src, op] {
+    ArrivedTree tree = tree_in_block((*arrived)[static_cast<std::size_t>(src)], src, op);
+    deliver(*target, mine, tree.payload, std::move(tree.schema), src, op);
+  });
 }
 
-void TensorTree::reduce(int dst, const Group& group, ReduceOp op) { reduce_buckets(*this, group, op, dst, "reduce"); }
+void TensorTree::reduce(int dst, const Group& group, ReduceOp op) { reduce_async(dst, group, op)->wait(); }
 
-void TensorTree::all_reduce(const Group& group, ReduceOp op) {
-  reduce_buckets(*this, group, op, std::nullopt, "all_reduce");
+WorkPtr TensorTree::reduce_async(int dst, const Group& group, ReduceOp op) {
+  return reduce_buckets(*this, group, op, dst, "reduce");
+}
+
+void TensorTree::all_reduce(const Group& group, ReduceOp op) { all_reduce_async(group, op)->wait(); }
+
+WorkPtr TensorTree::all_reduce_async(const Group& group, ReduceOp op) {
+  return reduce_buckets(*this, group, op, std::nullopt, "all_reduce");
 }
 
 }  // namespace tensortree

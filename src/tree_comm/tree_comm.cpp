@@ -9,6 +9,7 @@
 #include "comm/dist_internal.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/schema.hpp"
+#include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
 #include "tree_comm/tree_comm_internal.hpp"
 #include "tree_comm/wire.hpp"
@@ -54,61 +55,39 @@ std::string layout_text(std::uint64_t fingerprint, std::uint64_t bytes) {
 // A consolidated receive: complete once the message has arrived, its wire header matched the
 // expected layout, and `deliver` has moved the payload where it belongs. A message of the wrong
 // length is SchemaMismatch too (the backend found it; its text says by how much).
-class TreeReceiveWork final : public Work {
- public:
-  using Deliver = std::function<void(const StoragePtr&)>;
+using Deliver = std::function<void(const StoragePtr&)>;
 
-  TreeReceiveWork(WorkPtr transfer, StoragePtr buffer, std::shared_ptr<const Schema> schema, int src, Deliver deliver)
-      : transfer_(std::move(transfer)),
-        buffer_(std::move(buffer)),
-        schema_(std::move(schema)),
-        src_(src),
-        deliver_(std::move(deliver)) {}
-
-  int source_rank() const override { return transfer_->source_rank(); }
-
- protected:
-  bool test() override { return transfer_->is_completed(); }
-  // The transfer's error, if any, is rethrown (and translated) by finish().
-  void block() override {
+WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema> schema, int src, const Group& group,
+                          int tag, Deliver deliver) {
+  const std::uint64_t total = schema->total_bytes();
+  const std::uint64_t length = total + kWireHeaderBytes;
+  WorkPtr transfer = group.backend(buffer->device()).recv(detail::bytes_of(buffer, 0, length), src, tag);
+  // The backend reports a message of the wrong length as InvalidArgument: to the caller it is a
+  // layout mismatch.
+  auto on_error = [schema, src, total](std::exception_ptr error) {
     try {
-      transfer_->wait();
+      std::rethrow_exception(error);
+    } catch (const InvalidArgument& wrong_length) {
+      throw SchemaMismatch("recv: the message from " + detail::rank_name(src) +
+                           " does not have the length of this tree's layout (" +
+                           layout_text(schema->fingerprint(), total) + " + a " + std::to_string(kWireHeaderBytes) +
+                           "-byte header): " + wrong_length.what());
     } catch (...) {
     }
-  }
-  void finish() override {
-    const std::uint64_t total = schema_->total_bytes();
-    try {
-      transfer_->wait();
-    } catch (const InvalidArgument& wrong_length) {
-      throw SchemaMismatch("recv: the message from " + detail::rank_name(src_) +
-                           " does not have the length of this tree's layout (" +
-                           layout_text(schema_->fingerprint(), total) + " + a " + std::to_string(kWireHeaderBytes) +
-                           "-byte header): " + wrong_length.what());
-    }
-    const int sender = src_ == kAnySource ? transfer_->source_rank() : src_;
-    const WireHeader header = detail::read_wire_header(buffer_->data() + total, buffer_->device(), sender, "recv");
-    if (header.fingerprint != schema_->fingerprint() || header.payload_bytes != total || header.schema_bytes != 0) {
-      throw SchemaMismatch("recv: this tree's layout (" + layout_text(schema_->fingerprint(), total) +
+  };
+  // A raw pointer: the Work returned holds `transfer` for as long as the continuation can run.
+  Work* received = transfer.get();
+  auto check_and_deliver = [buffer, schema, src, total, received, deliver = std::move(deliver)] {
+    const int sender = src == kAnySource ? received->source_rank() : src;
+    const WireHeader header = detail::read_wire_header(buffer->data() + total, buffer->device(), sender, "recv");
+    if (header.fingerprint != schema->fingerprint() || header.payload_bytes != total || header.schema_bytes != 0) {
+      throw SchemaMismatch("recv: this tree's layout (" + layout_text(schema->fingerprint(), total) +
                            ") differs from the layout " + detail::rank_name(sender) + " sent (" +
                            layout_text(header.fingerprint, header.payload_bytes) + "); the tree is unchanged");
     }
-    deliver_(buffer_);
-  }
-
- private:
-  WorkPtr transfer_;
-  StoragePtr buffer_;
-  std::shared_ptr<const Schema> schema_;
-  int src_;
-  Deliver deliver_;
-};
-
-WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema> schema, int src, const Group& group,
-                          int tag, TreeReceiveWork::Deliver deliver) {
-  const std::uint64_t length = schema->total_bytes() + kWireHeaderBytes;
-  WorkPtr transfer = group.backend(buffer->device()).recv(detail::bytes_of(buffer, 0, length), src, tag);
-  return std::make_shared<TreeReceiveWork>(std::move(transfer), buffer, std::move(schema), src, std::move(deliver));
+    deliver(buffer);
+  };
+  return Work::then(std::move(transfer), std::move(check_and_deliver), std::move(on_error));
 }
 
 Tensor bytes_tensor(std::span<const std::byte> bytes) {
@@ -121,7 +100,7 @@ Tensor bytes_tensor(std::span<const std::byte> bytes) {
 
 // ---- send / recv -------------------------------------------------------------------------------------
 
-WorkPtr TensorTree::isend(int dst, const Group& group, const SendOptions& options) const {
+WorkPtr TensorTree::isend(int dst, const Group& group, const CommOptions& options) const {
   constexpr std::string_view op = "send";
   check_peer(dst, "dst", group, op, false);
   dist::detail::check_tag(options.tag, "tag", op);
@@ -132,11 +111,11 @@ WorkPtr TensorTree::isend(int dst, const Group& group, const SendOptions& option
   return post_consolidated(detail::pack_for_wire(*this, device, kWireHeaderBytes), device, dst, group, options.tag);
 }
 
-void TensorTree::send(int dst, const Group& group, const SendOptions& options) const {
+void TensorTree::send(int dst, const Group& group, const CommOptions& options) const {
   isend(dst, group, options)->wait();
 }
 
-WorkPtr TensorTree::irecv(int src, const Group& group, const RecvOptions& options) {
+WorkPtr TensorTree::irecv(int src, const Group& group, const CommOptions& options) {
   constexpr std::string_view op = "recv";
   check_peer(src, "src", group, op, options.mode == TransferMode::Consolidated);
   dist::detail::check_tag(options.tag, "tag", op);
@@ -152,7 +131,7 @@ WorkPtr TensorTree::irecv(int src, const Group& group, const RecvOptions& option
   return post_tree_receive(spare, schema, src, group, options.tag, std::move(deliver));
 }
 
-int TensorTree::recv(int src, const Group& group, const RecvOptions& options) {
+int TensorTree::recv(int src, const Group& group, const CommOptions& options) {
   const WorkPtr work = irecv(src, group, options);
   work->wait();
   return src == kAnySource ? work->source_rank() : src;
@@ -160,12 +139,7 @@ int TensorTree::recv(int src, const Group& group, const RecvOptions& options) {
 
 // ---- init_remote / from_remote_init ----------------------------------------------------------------
 
-void TensorTree::init_remote(int dst, const Group& group, const InitRemoteOptions& options) const {
-  if (options.use_broadcast) {
-    dist::detail::check_member(group, "init_remote");
-    TensorTree(*this).broadcast(group.rank(), group);
-    return;
-  }
+void TensorTree::init_remote(int dst, const Group& group, const CommOptions& options) const {
   constexpr std::string_view op = "init_remote";
   check_peer(dst, "dst", group, op, false);
   dist::detail::check_tag(options.tag, "tag", op);
@@ -179,13 +153,7 @@ void TensorTree::init_remote(int dst, const Group& group, const InitRemoteOption
   data_sent->wait();
 }
 
-TensorTree TensorTree::from_remote_init(int src, const Group& group, const InitRemoteOptions& options) {
-  if (options.use_broadcast) {
-    dist::detail::check_member(group, "from_remote_init");
-    TensorTree tree;
-    tree.broadcast(src, group);
-    return tree;
-  }
+TensorTree TensorTree::from_remote_init(int src, const Group& group, const CommOptions& options) {
   constexpr std::string_view op = "from_remote_init";
   check_peer(src, "src", group, op, true);
   dist::detail::check_tag(options.tag, "tag", op);

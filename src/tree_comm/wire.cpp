@@ -12,6 +12,7 @@
 
 #include "core/cuda_api.hpp"
 #include "tensortree/error.hpp"
+#include "tensortree/transfer.hpp"
 
 namespace tensortree::detail {
 

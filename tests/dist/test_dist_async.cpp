@@ -76,13 +76,13 @@ InFlight broadcast_in_flight(const Group& group) {
 InFlight irecv_in_flight(const Group& group) {
   const int left = (group.rank() + group.size() - 1) % group.size();
   const Tensor from_left = Tensor::zeros({5}, {DType::Int32});
-  return {"irecv", dist::irecv(from_left, left, group, 11),
+  return {"irecv", dist::irecv(from_left, left, group, {.tag = 11}),
           [=] { CHECK(mismatch(from_left, DType::Int32, {5}, values_of(left)) == ""); }};
 }
 
 InFlight isend_in_flight(const Group& group) {
   const int right = (group.rank() + 1) % group.size();
-  return {"isend", dist::isend(make_tensor({5}, DType::Int32, values_of(group.rank())), right, group, 11), [] {}};
+  return {"isend", dist::isend(make_tensor({5}, DType::Int32, values_of(group.rank())), right, group, {.tag = 11}), [] {}};
 }
 
 InFlight variadic_in_flight(const Group& group) {
@@ -166,10 +166,10 @@ TEST_CASE("async: an irecv from any source into a strided view names its sender"
   const Group& world = context().world();
   const int collector = 0;
   const int sender = last_rank(world);
-  if (world.rank() == sender) dist::send(make_tensor({2, 3}, DType::Float32, values_of(sender)), collector, world, 12);
+  if (world.rank() == sender) dist::send(make_tensor({2, 3}, DType::Float32, values_of(sender)), collector, world, {.tag = 12});
   if (world.rank() == collector) {
     const Tensor landing = Tensor::zeros({3, 2}, {DType::Float32}).transpose(0, 1);
-    const WorkPtr work = dist::irecv(landing, kAnySource, world, 12);
+    const WorkPtr work = dist::irecv(landing, kAnySource, world, {.tag = 12});
     work->wait();
     CHECK(work->source_rank() == sender);
     CHECK(mismatch(landing, DType::Float32, {2, 3}, values_of(sender)) == "");
@@ -184,12 +184,12 @@ TEST_CASE("async: wait with a timeout on a receive nobody sent is Timeout, and t
   const Tensor landing = Tensor::zeros({4}, {DType::Int64});
   WorkPtr pending;
   if (world.rank() == receiver) {
-    pending = dist::irecv(landing, sender, world, 13);
+    pending = dist::irecv(landing, sender, world, {.tag = 13});
     CHECK_THROWS_AS(pending->wait(std::chrono::milliseconds(20)), Timeout);
     CHECK_FALSE(pending->is_completed());
   }
   dist::barrier(world);  // the sender sends only after the receiver's timeout
-  if (world.rank() == sender) dist::send(make_tensor({4}, DType::Int64, values_of(sender)), receiver, world, 13);
+  if (world.rank() == sender) dist::send(make_tensor({4}, DType::Int64, values_of(sender)), receiver, world, {.tag = 13});
   if (world.rank() == receiver) {
     pending->wait();
     CHECK(mismatch(landing, DType::Int64, {4}, values_of(sender)) == "");

@@ -283,9 +283,9 @@ TEST_CASE("dist_ops: send and recv pass rank-tagged values around a ring, into a
     const int n = group.size();
     const int me = group.rank();
     const int left = (me + n - 1) % n;
-    const WorkPtr sent = dist::isend(make_tensor({3, 4}, DType::Float64, values_of(me)), (me + 1) % n, group, 5);
+    const WorkPtr sent = dist::isend(make_tensor({3, 4}, DType::Float64, values_of(me)), (me + 1) % n, group, {.tag = 5});
     const Tensor landing = transposed_tensor(3, 4, DType::Float64, [](std::int64_t) { return -1.0; });
-    dist::recv(landing, left, group, 5);
+    dist::recv(landing, left, group, {.tag = 5});
     sent->wait();
     // The 12 values arrive in C order of the 3x4 view they land in.
     CHECK(mismatch(landing, DType::Float64, {3, 4}, values_of(left)) == "");
@@ -293,8 +293,8 @@ TEST_CASE("dist_ops: send and recv pass rank-tagged values around a ring, into a
     if (n > 1) {
       // The blocking send completes once the matching receive is posted.
       const Tensor echo = Tensor::zeros({2}, {DType::Int32});
-      const WorkPtr received = dist::irecv(echo, left, group, 6);
-      dist::send(make_tensor({2}, DType::Int32, values_of(me)), (me + 1) % n, group, 6);
+      const WorkPtr received = dist::irecv(echo, left, group, {.tag = 6});
+      dist::send(make_tensor({2}, DType::Int32, values_of(me)), (me + 1) % n, group, {.tag = 6});
       received->wait();
       CHECK(mismatch(echo, DType::Int32, {2}, values_of(left)) == "");
     }
@@ -305,13 +305,13 @@ TEST_CASE("dist_ops: recv_any receives from every other rank and names the sende
   for_each_group([](const Group& group) {
     const int collector = last_rank(group);
     if (group.rank() != collector) {
-      dist::send(make_tensor({5}, DType::Int64, values_of(group.rank())), collector, group, 9);
+      dist::send(make_tensor({5}, DType::Int64, values_of(group.rank())), collector, group, {.tag = 9});
       return;
     }
     std::set<int> senders;
     for (int message = 0; message + 1 < group.size(); ++message) {
       const Tensor landing = Tensor::zeros({5}, {DType::Int64});
-      const int sender = dist::recv_any(landing, group, 9);
+      const int sender = dist::recv_any(landing, group, {.tag = 9});
       INFO("from rank " << sender);
       CHECK(mismatch(landing, DType::Int64, {5}, values_of(sender)) == "");
       senders.insert(sender);
@@ -350,10 +350,10 @@ TEST_CASE("dist_ops: invalid arguments are InvalidArgument naming the argument, 
     INFO("argument " << argument);
     CHECK_THAT(error_of<InvalidArgument>(call), Catch::Contains(argument));
   };
-  rejects([&] { dist::broadcast(tensor, n, world); }, "root");
-  rejects([&] { dist::reduce(tensor, -1, world); }, "root");
-  rejects([&] { dist::gather(tensor, n + 3, world); }, "root");
-  rejects([&] { dist::scatter(too_many, n, world); }, "root");
+  rejects([&] { dist::broadcast(tensor, n, world); }, "src");
+  rejects([&] { dist::reduce(tensor, -1, world); }, "dst");
+  rejects([&] { dist::gather(tensor, n + 3, world); }, "dst");
+  rejects([&] { dist::scatter(too_many, n, world); }, "src");
   rejects([&] { dist::all_to_all(too_many, world); }, "inputs");
   rejects([&] { dist::reduce_scatter(too_many, world); }, "inputs");
   rejects([&] { dist::all_reduce(tensor, world, ReduceOp::BitwiseXor); }, "float32");
@@ -363,9 +363,9 @@ TEST_CASE("dist_ops: invalid arguments are InvalidArgument naming the argument, 
   const std::vector<std::int64_t> negative_splits(static_cast<std::size_t>(n), -1);
   rejects([&] { dist::all_to_all_single(tensor, world, {{}, negative_splits}); }, "output_splits");
   rejects([&] { dist::send(tensor, n, world); }, "dst");
-  rejects([&] { dist::isend(tensor, 0, world, dist::kMaxUserTag + 1); }, "tag");
+  rejects([&] { dist::isend(tensor, 0, world, {.tag = dist::kMaxUserTag + 1}); }, "tag");
   rejects([&] { dist::recv(tensor, -5, world); }, "src");
-  rejects([&] { dist::irecv(tensor, 0, world, -1); }, "tag");
+  rejects([&] { dist::irecv(tensor, 0, world, {.tag = -1}); }, "tag");
   rejects([&] { dist::all_gather(Tensor{}, world); }, "tensor");
   const std::vector<P2POp> ops = {{P2POp::Kind::Send, tensor, 0, 0}, {P2POp::Kind::Recv, tensor, n, 0}};
   rejects([&] { dist::batch_isend_irecv(ops, world); }, "ops[1].peer");

@@ -110,7 +110,7 @@ TEST_CASE("variadic: variadic operations reject bad arguments on every rank befo
   CHECK_THAT(error_of<InvalidArgument>([&] { dist::all_gather_variadic_shape(deep, world); }),
              Catch::Contains("17 dimensions"));
   CHECK_THAT(error_of<InvalidArgument>([&] { dist::gather_variadic_shape(tensor_of(0), world.size(), world); }),
-             Catch::Contains("root"));
+             Catch::Contains("dst"));
   const std::vector<Tensor> one_short(static_cast<std::size_t>(world.size() - 1), tensor_of(0));
   CHECK_THAT(error_of<InvalidArgument>([&] { dist::all_to_all_variadic_shape(one_short, world); }),
              Catch::Contains("inputs"));

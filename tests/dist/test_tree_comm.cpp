@@ -21,6 +21,7 @@
 
 #include "ops_test_support.hpp"
 #include "tensortree/schema.hpp"
+#include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
 
 using namespace tensortree;
@@ -137,7 +138,7 @@ Tensor filled(const Shape& shape, DType dtype, const std::function<double(std::i
 Tensor blank_leaf(const Shape& shape, DType dtype, bool strided) {
   if (!strided || shape.empty()) return Tensor::zeros(shape, {dtype});
   const auto n = static_cast<std::int64_t>(shape.size());
-  if (n == 1) return Tensor::zeros({2 * shape[0]}, {dtype}).slice(0, 0, 2 * shape[0], 2);
+  if (n == 1) return Tensor::zeros({2 * shape[0]}, {dtype}).slice(0, {0, 2 * shape[0], 2});
   Shape swapped = shape;
   std::swap(swapped[static_cast<std::size_t>(n - 1)], swapped[static_cast<std::size_t>(n - 2)]);
   return Tensor::zeros(swapped, {dtype}).transpose(n - 2, n - 1);
@@ -305,7 +306,7 @@ TEST_CASE("tree send/recv: a nested mixed-dtype tree reaches the right neighbour
                                              {.strided = !send_consolidated, .consolidated = send_consolidated});
           TensorTree into = build_tree(defs, kBatch, distinct(group.rank(), 90),
                                        {.reversed = true, .strided = recv_strided, .consolidated = recv_consolidated});
-          const std::vector<Path> receiver_keys = into.keys(true);
+          const std::vector<Path> receiver_keys = into.keys({.include_nested = true});
           const Tensor reward_before = into.get("reward");
           const Tensor obs_before = into.get("next.obs");
 
@@ -315,7 +316,7 @@ TEST_CASE("tree send/recv: a nested mixed-dtype tree reaches the right neighbour
 
           CHECK(from == left);
           CHECK(tree_mismatch(into, defs, kBatch, distinct(left, 1)) == "");
-          CHECK(into.keys(true) == receiver_keys);
+          CHECK(into.keys({.include_nested = true}) == receiver_keys);
           CHECK(into.is_consolidated() == recv_consolidated);
           // Tensors taken from the receiver before the receive view the new values.
           CHECK(mismatch(reward_before, DType::Float32, {4}, [&](std::int64_t i) { return distinct(left, 1)(2, DType::Float32, i); }) == "");
@@ -504,7 +505,7 @@ TEST_CASE("init_remote gives a receiver that knew nothing the sender's tree, and
       TensorTree tree = TensorTree::from_remote_init(s, world, {.tag = 20});
       CHECK(tree.is_consolidated());
       CHECK(tree_mismatch(tree, defs, kBatch, distinct(s, 7)) == "");
-      CHECK(tree.keys(true) == build_tree(defs, kBatch, distinct(s, 7), {.reversed = true}).keys(true));
+      CHECK(tree.keys({.include_nested = true}) == build_tree(defs, kBatch, distinct(s, 7), {.reversed = true}).keys({.include_nested = true}));
       for (int step = 0; step < 3; ++step) {
         INFO("step " << step);
         const Tensor obs_before = tree.get("obs");
@@ -529,20 +530,22 @@ TEST_CASE("from_remote_init from kAnySource learns the sender's tree, zero-size 
   barrier();
 }
 
-TEST_CASE("init_remote with use_broadcast gives every rank the root's tree, and later broadcasts update it",
+// What init_remote's use_broadcast option did before it was removed: broadcast into empty trees.
+TEST_CASE("broadcast into empty trees gives every rank the root's tree, and later broadcasts update it",
           "[tree_comm]") {
   const std::vector<LeafDef> defs = rollout();
   for_each_group([&](const Group& group) {
     const int root = last_of(group);
     if (group.rank() == root) {
       TensorTree tree = build_tree(defs, kBatch, distinct(root, 9), {.reversed = true});
-      tree.init_remote(0, group, {.use_broadcast = true});
+      tree.broadcast(root, group);
       CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 9)) == "");
       refill(tree, defs, kBatch, distinct(root, 10));
       tree.broadcast(root, group);
       CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 10)) == "");
     } else {
-      TensorTree tree = TensorTree::from_remote_init(root, group, {.use_broadcast = true});
+      TensorTree tree;
+      tree.broadcast(root, group);
       CHECK(tree.is_consolidated());
       CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 9)) == "");
       const Tensor reward_before = tree.get("reward");
@@ -570,13 +573,13 @@ TEST_CASE("broadcast writes the root's values into same-layout receivers in plac
     tree = build_tree(defs, kBatch, distinct(rank, 98), {.reversed = rank % 2 == 1, .strided = rank % 2 == 1, .consolidated = rank % 2 == 0});
   }
   const bool was_consolidated = tree.is_consolidated();
-  const std::vector<Path> keys = tree.keys(true);
+  const std::vector<Path> keys = tree.keys({.include_nested = true});
   const Tensor obs_before = tree.get("obs");
   const Tensor return_before = tree.get("info.episode_return");
   TensorTree& same = tree.broadcast(root, group);
   CHECK(&same == &tree);
   CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 11)) == "");
-  CHECK(tree.keys(true) == keys);
+  CHECK(tree.keys({.include_nested = true}) == keys);
   CHECK(tree.is_consolidated() == was_consolidated);
   CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return distinct(root, 11)(0, DType::UInt8, i); }) == "");
   CHECK(mismatch(return_before, DType::Float64, {4}, [&](std::int64_t i) { return distinct(root, 11)(6, DType::Float64, i); }) == "");
@@ -603,7 +606,7 @@ TEST_CASE("broadcast gives receivers holding an empty tree a new consolidated tr
   tree.broadcast(root, group);
   CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 13)) == "");
   CHECK(tree.is_consolidated());
-  CHECK(tree.keys(true) == build_tree(defs, kBatch, distinct(root, 13)).keys(true));
+  CHECK(tree.keys({.include_nested = true}) == build_tree(defs, kBatch, distinct(root, 13)).keys({.include_nested = true}));
 
   // Even ranks keep the tree they got, odd ranks start again from an empty one.
   if (rank == root) {
@@ -819,7 +822,7 @@ bool in_pair() { return world_rank() < 2; }
 Tensor wire_bytes_of(const TensorTree& tree, const Group& group) {
   const Tensor raw = Tensor::zeros({static_cast<std::int64_t>(tree.consolidate().schema()->total_bytes() + kWireHeaderBytes)}, {DType::UInt8});
   const WorkPtr sent = tree.isend(group.rank(), group, {.tag = 60});
-  dist::recv(raw, group.rank(), group, 60);
+  dist::recv(raw, group.rank(), group, {.tag = 60});
   sent->wait();
   return raw;
 }
@@ -985,7 +988,7 @@ TEST_CASE("recv rejects a corrupted wire header with CorruptData and leaves the 
     for (const auto& [name, at] : corruptions) {
       INFO(name << ", receiver consolidated " << consolidated);
       if (world.rank() == 0) {
-        dist::send(flipped(genuine, total + at), 1, world, 34);
+        dist::send(flipped(genuine, total + at), 1, world, {.tag = 34});
         continue;
       }
       TensorTree into = build_tree(kTarget, kBatch, distinct(1, 49), {.consolidated = consolidated});
@@ -996,7 +999,7 @@ TEST_CASE("recv rejects a corrupted wire header with CorruptData and leaves the 
     }
     // The genuine bytes, sent the same way, are accepted: the forged messages differ in one byte only.
     if (world.rank() == 0) {
-      dist::send(genuine, 1, world, 34);
+      dist::send(genuine, 1, world, {.tag = 34});
     } else {
       TensorTree into = build_tree(kTarget, kBatch, distinct(1, 49), {.consolidated = consolidated});
       into.recv(0, world, {.tag = 34});
@@ -1020,7 +1023,7 @@ TEST_CASE("recv rejects a truncated message (header cut short, header missing, e
     for (const auto& [name, length] : lengths) {
       INFO(name << ", receiver consolidated " << consolidated);
       if (world.rank() == 0) {
-        dist::send(genuine.slice(0, 0, length).clone(), 1, world, 35);
+        dist::send(genuine.slice(0, {0, length}).clone(), 1, world, {.tag = 35});
         continue;
       }
       TensorTree into = build_tree(kTarget, kBatch, distinct(1, 51), {.consolidated = consolidated});
@@ -1045,14 +1048,14 @@ TEST_CASE("from_remote_init rejects a corrupted schema message, and a corrupted 
     std::memcpy(schema.data_ptr(), encoded.data(), encoded.size());
     const auto total = static_cast<std::int64_t>(sender.schema()->total_bytes());
 
-    dist::send(filled({100}, DType::UInt8, [](std::int64_t i) { return (i * 7 + 3) % 256; }), 1, world, 36);
-    dist::send(flipped(schema, static_cast<std::int64_t>(encoded.size()) - 1), 1, world, 37);
-    dist::send(schema, 1, world, 38);
-    dist::send(flipped(genuine, total), 1, world, 38);
-    dist::send(schema, 1, world, 39);
-    dist::send(genuine.slice(0, 0, total).clone(), 1, world, 39);
-    dist::send(schema, 1, world, 40);
-    dist::send(genuine, 1, world, 40);
+    dist::send(filled({100}, DType::UInt8, [](std::int64_t i) { return (i * 7 + 3) % 256; }), 1, world, {.tag = 36});
+    dist::send(flipped(schema, static_cast<std::int64_t>(encoded.size()) - 1), 1, world, {.tag = 37});
+    dist::send(schema, 1, world, {.tag = 38});
+    dist::send(flipped(genuine, total), 1, world, {.tag = 38});
+    dist::send(schema, 1, world, {.tag = 39});
+    dist::send(genuine.slice(0, {0, total}).clone(), 1, world, {.tag = 39});
+    dist::send(schema, 1, world, {.tag = 40});
+    dist::send(genuine, 1, world, {.tag = 40});
   } else {
     CHECK(unless_thrown<CorruptData>([&] { TensorTree::from_remote_init(0, world, {.tag = 36}); }) == "");
     CHECK(unless_thrown<CorruptData>([&] { TensorTree::from_remote_init(0, world, {.tag = 37}); }) == "");

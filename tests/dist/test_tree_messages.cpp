@@ -16,6 +16,7 @@
 #include "tensortree/dist_context.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/schema.hpp"
+#include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
 
 using namespace tensortree;
@@ -221,8 +222,8 @@ TEST_CASE("the MPI profiling wrappers see the library's point-to-point calls", "
   const Snapshot received_before = snap(receives);
   const Tensor out = Tensor::full({5}, 3, {DType::Int32});
   const Tensor in = Tensor::zeros({5}, {DType::Int32});
-  const WorkPtr sent = dist::isend(out, world.rank(), world, 3);
-  dist::recv(in, world.rank(), world, 3);
+  const WorkPtr sent = dist::isend(out, world.rank(), world, {.tag = 3});
+  dist::recv(in, world.rank(), world, {.tag = 3});
   sent->wait();
   const Snapshot sent_now = since(sent_before, sends);
   const Snapshot received_now = since(received_before, receives);

@@ -22,7 +22,7 @@ TensorTree make_tree(Device device, double start = 1.0) {
     next += 20;
   }
   tree.set("transposed", Tensor::arange({7, 4}, next, 1, {DType::Float32, device}).transpose(0, 1));
-  tree.set("stepped", Tensor::arange({4, 11}, next + 50, 1, {DType::Int64, device}).slice(1, 2, 11, 4));
+  tree.set("stepped", Tensor::arange({4, 11}, next + 50, 1, {DType::Int64, device}).slice(1, {2, 11, 4}));
   tree.set("empty", Tensor::empty({4, 0}, {DType::Float64, device}));
   // Larger than one 64 KiB kernel chunk, so one leaf spans several blocks.
   tree.set({"deep", "a", "b", "big"}, Tensor::arange({4, 50000}, next + 100, 1, {DType::Float32, device}));

@@ -47,7 +47,7 @@ TEST_CASE("to(cuda:0) and back to the CPU keeps every element of every dtype") {
 TEST_CASE("contiguous() of a CUDA view sliced with steps holds exactly the selected elements") {
   constexpr std::int64_t kCols = 10;
   const Tensor on_gpu = Tensor::arange({6, kCols}, 1.0, 1.0, {.dtype = DType::Float32, .device = kGpu});
-  const Tensor every_other_row_third_col = on_gpu.slice(0, 0, 6, 2).slice(1, 1, kCols, 3);
+  const Tensor every_other_row_third_col = on_gpu.slice(0, {0, 6, 2}).slice(1, {1, kCols, 3});
   REQUIRE_FALSE(every_other_row_third_col.is_contiguous());
 
   const Tensor packed = every_other_row_third_col.contiguous();
@@ -103,7 +103,7 @@ TEST_CASE("contiguous() of a transposed CUDA matrix equals the CPU transpose") {
 
 TEST_CASE("copy_ from the CPU into a strided CUDA view writes only the view's elements") {
   const Tensor target = Tensor::full({4, 6}, -1.0, {.dtype = DType::Int32, .device = kGpu});
-  const Tensor even_columns = target.slice(1, 0, 6, 2);
+  const Tensor even_columns = target.slice(1, {0, 6, 2});
   REQUIRE_FALSE(even_columns.is_contiguous());
   even_columns.copy_(Tensor::arange({4, 3}, 100.0, 1.0, {.dtype = DType::Int32}));
 
@@ -137,7 +137,7 @@ TEST_CASE("equal() on CUDA tensors compares values, and sees a single changed el
   CHECK(a.equal(b));
   CHECK(a.equal(a.to(Device::cpu())));
 
-  b.slice(0, 2, 3).slice(1, 5, 6).fill_(-7.0);
+  b.slice(0, {2, 3}).slice(1, {5, 6}).fill_(-7.0);
   CHECK_FALSE(a.equal(b));
   CHECK_FALSE(b.equal(a));
   CHECK_FALSE(a.equal(Tensor::arange({4, 8}, 1.0, 0.5, {.dtype = DType::Float64, .device = kGpu})));

@@ -8,6 +8,7 @@
 #include "tensortree/device.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree.hpp"
+#include "tensortree/work.hpp"
 
 using namespace tensortree;
 

@@ -67,7 +67,7 @@ inline std::vector<unsigned char> bytes_of(const Tensor& tensor) {
 // Same keys in the same order, batch sizes, dtypes, shapes and bytes.
 inline void require_same_tree(const TensorTree& actual, const TensorTree& expected) {
   REQUIRE(actual.batch_size() == expected.batch_size());
-  REQUIRE(actual.keys(true) == expected.keys(true));
+  REQUIRE(actual.keys({.include_nested = true}) == expected.keys({.include_nested = true}));
   for (const auto& [path, leaf] : expected.leaves()) {
     INFO("leaf " << path_str(path));
     const Tensor& got = actual.get(path);
@@ -75,7 +75,7 @@ inline void require_same_tree(const TensorTree& actual, const TensorTree& expect
     REQUIRE(got.shape() == leaf.shape());
     REQUIRE(bytes_of(got) == bytes_of(leaf));
   }
-  for (const Path& path : expected.keys(true)) {
+  for (const Path& path : expected.keys({.include_nested = true})) {
     if (!expected.is_leaf(path)) REQUIRE(actual.subtree(path).batch_size() == expected.subtree(path).batch_size());
   }
 }

@@ -22,7 +22,7 @@ TensorTree make_tree(bool reversed = false, double start = 1.0) {
   leaves.push_back({{"empty_rows"}, Tensor::empty({4, 0}, {DType::Float32})});
   leaves.push_back({{"batch_only"}, Tensor::arange({4}, next, 1, {DType::Int32})});
   leaves.push_back({{"transposed"}, Tensor::arange({6, 4}, next + 10, 1, {DType::Float64}).transpose(0, 1)});
-  leaves.push_back({{"stepped"}, Tensor::arange({4, 10}, next + 50, 1, {DType::Int16}).slice(1, 1, 10, 3)});
+  leaves.push_back({{"stepped"}, Tensor::arange({4, 10}, next + 50, 1, {DType::Int16}).slice(1, {1, 10, 3})});
   leaves.push_back({{"a", "b", "c", "d"}, Tensor::arange({4, 2, 2}, next + 100, 0.5, {DType::Float32})});
   if (reversed) std::reverse(leaves.begin(), leaves.end());
 
@@ -48,12 +48,12 @@ TEST_CASE("consolidate then from_consolidated round-trips every kind of leaf, ke
   REQUIRE(packed.is_consolidated());
   CHECK_FALSE(tree.is_consolidated());
   CHECK(packed.equal(tree));
-  CHECK(packed.keys(true) == tree.keys(true));
+  CHECK(packed.keys({.include_nested = true}) == tree.keys({.include_nested = true}));
   packed.for_each_leaf([](const Path&, const Tensor& leaf) { CHECK(leaf.is_contiguous()); });
 
   const TensorTree rebuilt = TensorTree::from_consolidated(packed.storage(), packed.schema());
   CHECK(rebuilt.equal(tree));
-  CHECK(rebuilt.keys(true) == tree.keys(true));
+  CHECK(rebuilt.keys({.include_nested = true}) == tree.keys({.include_nested = true}));
   CHECK(rebuilt.storage() == packed.storage());
 
   const auto decoded = std::make_shared<const Schema>(Schema::decode(packed.schema()->encode()));
@@ -87,7 +87,7 @@ TEST_CASE("consolidated leaves are views into one buffer at their schema offsets
 TEST_CASE("trees built in different insertion orders share layout, fingerprint and bytes") {
   const TensorTree forward = make_tree(false).consolidate();
   const TensorTree backward = make_tree(true).consolidate();
-  CHECK(forward.keys(true) != backward.keys(true));
+  CHECK(forward.keys({.include_nested = true}) != backward.keys({.include_nested = true}));
   CHECK(forward.schema()->fingerprint() == backward.schema()->fingerprint());
   CHECK(forward.schema()->leaves() == backward.schema()->leaves());
   CHECK(bytes_of(forward) == bytes_of(backward));
@@ -131,7 +131,7 @@ TEST_CASE("packing splits the bytes across any number of threads with identical 
   for (int i = 0; i < 12; ++i) {
     const DType dtype = i % 2 ? DType::Float32 : DType::Int64;
     Tensor big = Tensor::arange({8, 9000 + i}, i * 100000.0 + 1, 1, {dtype});
-    tree.set("big_" + std::to_string(i), i % 3 == 0 ? big.slice(1, 0, 9000 + i, 2) : big);
+    tree.set("big_" + std::to_string(i), i % 3 == 0 ? big.slice(1, {0, 9000 + i, 2}) : big);
   }
   const auto reference = bytes_of(tree.consolidate({.threads = 1}));
   for (int threads : {2, 3, 7}) {

@@ -251,7 +251,7 @@ TEST_CASE("exporting a transposed tensor keeps its strides and its values", "[dl
 
 TEST_CASE("exporting a tensor sliced with a step keeps its strides, start and values", "[dlpack]") {
   const Tensor base = Tensor::arange({4, 6}, 1.0, 1.0, {DType::Int64});
-  const Tensor sliced = base.slice(1, 1, 6, 2);  // columns 1, 3, 5: shape [4, 3], strides [6, 2]
+  const Tensor sliced = base.slice(1, {1, 6, 2});  // columns 1, 3, 5: shape [4, 3], strides [6, 2]
   DLManagedTensor* managed = to_dlpack(sliced);
   CHECK(managed->dl_tensor.data == static_cast<void*>(base.data<std::int64_t>() + 1));
   CHECK(managed->dl_tensor.byte_offset == 0);
@@ -268,7 +268,7 @@ TEST_CASE("exporting a tensor sliced with a step keeps its strides, start and va
 }
 
 TEST_CASE("to_dlpack writes the strides of size-1 dimensions as 1", "[dlpack]") {
-  const Tensor row = Tensor::arange({3, 4}, 1.0, 1.0, {DType::Float64}).slice(0, 1, 2);  // [1, 4]
+  const Tensor row = Tensor::arange({3, 4}, 1.0, 1.0, {DType::Float64}).slice(0, {1, 2});  // [1, 4]
   DLManagedTensor* managed = to_dlpack(row.transpose(0, 1));  // shape [4, 1], strides [1, 4]
   CHECK(dl_strides(managed->dl_tensor) == std::vector<std::int64_t>{1, 1});
   const Tensor imported = from_dlpack(managed);
@@ -330,7 +330,7 @@ TEST_CASE("from_dlpack views a foreign buffer and calls its deleter once, after 
   CHECK(imported.at<float>({1, 1}) == -1.0f);
 
   Tensor column = imported.transpose(0, 1).select(0, 2);  // elements 2, 6, 10
-  Tensor rows = imported.slice(0, 1, 3);
+  Tensor rows = imported.slice(0, {1, 3});
   imported = Tensor();
   CHECK(deletions == 0);
   CHECK(column.at<float>({2}) == 22.0f);

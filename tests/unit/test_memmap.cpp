@@ -423,11 +423,11 @@ TEST_CASE("a slice of a loaded tree views the mapping and its clone copies only 
   const TensorTree source = tree;
   memmap_(tree, scratch / "t");
   const TensorTree loaded = load_memmap(scratch / "t");
-  const TensorTree rows = loaded.slice(10, 20);
+  const TensorTree rows = loaded.slice(0, {10, 20});
   CHECK(rows.get("x").storage() == loaded.get("x").storage());
   const TensorTree copy = rows.clone();
   CHECK(copy.get("x").storage()->nbytes() == 10 * 64 * sizeof(float));
-  require_same_tree(copy, source.slice(10, 20));
+  require_same_tree(copy, source.slice(0, {10, 20}));
 }
 
 TEST_CASE("loading a 1 GiB tree and reading one row touches O(row) pages") {

@@ -33,7 +33,7 @@ TensorTree version(int v) {
 }
 
 bool same_tree(const TensorTree& a, const TensorTree& b) {
-  if (a.batch_size() != b.batch_size() || a.keys(true) != b.keys(true)) return false;
+  if (a.batch_size() != b.batch_size() || a.keys({.include_nested = true}) != b.keys({.include_nested = true})) return false;
   for (const auto& [path, leaf] : b.leaves()) {
     const Tensor& other = a.get(path);
     if (other.shape() != leaf.shape() || other.dtype() != leaf.dtype() || bytes_of(other) != bytes_of(leaf)) return false;

@@ -122,21 +122,21 @@ TEST_CASE("an empty tensor has no elements and copies as a no-op") {
 
 TEST_CASE("slice takes every step-th element and clamps negative and oversized bounds") {
   const Tensor t = int64_range({10});  // 1..10
-  check_values(t.slice(0, 1, 8, 3), {2, 5, 8});
-  check_values(t.slice(0, -4, -1), {7, 8, 9});
-  check_values(t.slice(0, -100, 100, 4), {1, 5, 9});
-  check_values(t.slice(0, 7, kInt64Max), {8, 9, 10});
-  check_values(t.slice(0, 2, 10, kInt64Max), {3});
-  CHECK(t.slice(0, 6, 2).numel() == 0);
-  CHECK(t.slice(0, 1, 8, 3).strides() == Strides{3});
-  CHECK(t.slice(0, 1, 8, 3).storage() == t.storage());
-  REQUIRE_THROWS_WITH(t.slice(0, 0, 5, 0), Catch::Contains("step") && Catch::Contains("0"));
-  REQUIRE_THROWS_AS(t.slice(1, 0, 5), InvalidArgument);
+  check_values(t.slice(0, {1, 8, 3}), {2, 5, 8});
+  check_values(t.slice(0, {-4, -1}), {7, 8, 9});
+  check_values(t.slice(0, {-100, 100, 4}), {1, 5, 9});
+  check_values(t.slice(0, {7, kInt64Max}), {8, 9, 10});
+  check_values(t.slice(0, {2, 10, kInt64Max}), {3});
+  CHECK(t.slice(0, {6, 2}).numel() == 0);
+  CHECK(t.slice(0, {1, 8, 3}).strides() == Strides{3});
+  CHECK(t.slice(0, {1, 8, 3}).storage() == t.storage());
+  REQUIRE_THROWS_WITH(t.slice(0, {0, 5, 0}), Catch::Contains("step") && Catch::Contains("0"));
+  REQUIRE_THROWS_AS(t.slice(1, {0, 5}), InvalidArgument);
 }
 
 TEST_CASE("slice along the last dimension of a matrix, with a step") {
   const Tensor t = int64_range({3, 5});
-  const Tensor s = t.slice(-1, 0, 5, 2);
+  const Tensor s = t.slice(-1, {0, 5, 2});
   CHECK(s.shape() == Shape{3, 3});
   CHECK(s.strides() == Strides{5, 2});
   check_values(s, {1, 3, 5, 6, 8, 10, 11, 13, 15});
@@ -210,7 +210,7 @@ TEST_CASE("permute rejects a wrong number of dimensions and repeated dimensions"
 
 TEST_CASE("a strided slice of a matrix made contiguous holds exactly the selected elements") {
   const Tensor t = int64_range({6, 8});
-  const Tensor s = t.slice(0, 1, 6, 2).slice(1, 0, 8, 3);  // rows 1, 3, 5; columns 0, 3, 6
+  const Tensor s = t.slice(0, {1, 6, 2}).slice(1, {0, 8, 3});  // rows 1, 3, 5; columns 0, 3, 6
   CHECK(s.shape() == Shape{3, 3});
   CHECK_FALSE(s.is_contiguous());
   check_values(s.contiguous(), {9, 12, 15, 25, 28, 31, 41, 44, 47});
@@ -288,7 +288,7 @@ TEST_CASE("contiguous returns the same view when already contiguous") {
 
 TEST_CASE("copy_ writes into a strided destination and leaves the gaps untouched") {
   const Tensor dst = Tensor::full({4, 6}, -1, {DType::Int64});
-  dst.slice(1, 0, 6, 2).copy_(int64_range({4, 3}));
+  dst.slice(1, {0, 6, 2}).copy_(int64_range({4, 3}));
   std::vector<double> expected;
   for (int row = 0; row < 4; ++row) {
     for (int col = 0; col < 6; ++col) expected.push_back(col % 2 == 0 ? row * 3 + col / 2 + 1 : -1);
@@ -305,7 +305,7 @@ TEST_CASE("copy_ into a transposed destination stores the transpose") {
 TEST_CASE("copy_ from a tensor into itself keeps its values") {
   const Tensor t = int64_range({4, 4});
   t.copy_(t);
-  t.slice(0, 0, 4, 2).copy_(t.slice(0, 0, 4, 2));
+  t.slice(0, {0, 4, 2}).copy_(t.slice(0, {0, 4, 2}));
   check_values(t, counting(1, 16));
 }
 
@@ -512,7 +512,7 @@ TEST_CASE("an undefined tensor has no elements and refuses operations") {
   CHECK(t.nbytes() == 0);
   CHECK(t.data_ptr() == nullptr);
   REQUIRE_THROWS_WITH(t.clone(), Catch::Contains("undefined"));
-  REQUIRE_THROWS_AS(t.slice(0, 0, 1), InvalidArgument);
+  REQUIRE_THROWS_AS(t.slice(0, {0, 1}), InvalidArgument);
   REQUIRE_THROWS_AS(t.unsqueeze(0), InvalidArgument);
   REQUIRE_THROWS_AS(t.fill_(1), InvalidArgument);
   REQUIRE_THROWS_AS(t.equal(t), InvalidArgument);
@@ -546,9 +546,9 @@ TEST_CASE("index_select along an inner dimension, with an int32 index") {
 
 TEST_CASE("index_select of a non-contiguous tensor and with a strided index") {
   const Tensor t = int64_range({3, 4}).transpose(0, 1);  // t[i][j] = 1 + j * 4 + i
-  const Tensor index = Tensor::arange({6}, 3, -1, {DType::Int64}).slice(0, 0, 6, 2);  // 3, 1, -1
+  const Tensor index = Tensor::arange({6}, 3, -1, {DType::Int64}).slice(0, {0, 6, 2});  // 3, 1, -1
   check_values(t.index_select(0, index), {4, 8, 12, 2, 6, 10, 4, 8, 12});
-  check_values(t.index_select(1, index.slice(0, 1, 3)), {5, 9, 6, 10, 7, 11, 8, 12});
+  check_values(t.index_select(1, index.slice(0, {1, 3})), {5, 9, 6, 10, 7, 11, 8, 12});
 }
 
 TEST_CASE("index_select with an empty index gives an empty dimension") {
@@ -603,7 +603,7 @@ TEST_CASE("cat joins tensors that differ only in the joined dimension") {
   const Tensor c1 = Tensor::cat({a, b}, 1);
   CHECK(c1.shape() == Shape{2, 5});
   check_values(c1, {1, 2, 11, 12, 13, 3, 4, 14, 15, 16});
-  const Tensor c0 = Tensor::cat({a, b.slice(1, 0, 2), Tensor::empty({0, 2}, {DType::Int64})}, -2);
+  const Tensor c0 = Tensor::cat({a, b.slice(1, {0, 2}), Tensor::empty({0, 2}, {DType::Int64})}, -2);
   CHECK(c0.shape() == Shape{4, 2});
   check_values(c0, {1, 2, 3, 4, 11, 12, 14, 15});
   check_values(Tensor::cat({a.transpose(0, 1)}), {1, 3, 2, 4});

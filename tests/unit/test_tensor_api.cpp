@@ -64,7 +64,7 @@ TEST_CASE("expand stretches size-1 dimensions with stride 0 and adds leading one
 
 TEST_CASE("view follows PyTorch's stride rule: non-contiguous tensors view where runs allow") {
   const Tensor base = floats({4, 6});
-  const Tensor rows = base.slice(0, 0, 4, 2);  // rows 0 and 2: strides {12, 1}
+  const Tensor rows = base.slice(0, {0, 4, 2});  // rows 0 and 2: strides {12, 1}
   REQUIRE_FALSE(rows.is_contiguous());
   const Tensor split = rows.view({2, 2, 3});
   CHECK(split.data_ptr() == rows.data_ptr());

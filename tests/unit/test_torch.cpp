@@ -52,7 +52,7 @@ TEST_CASE("to_torch views the tensor's memory with its shape, strides and dtype,
 
 TEST_CASE("strided views cross both ways without a copy") {
   const Tensor base = patterned({4, 6}, DType::Float32, 1);
-  const Tensor view = base.transpose(0, 1).slice(0, 1, 6, 2);  // shape [3, 4], strides [2, 6]
+  const Tensor view = base.transpose(0, 1).slice(0, {1, 6, 2});  // shape [3, 4], strides [2, 6]
   const at::Tensor theirs = to_torch(view);
   CHECK(theirs.data_ptr() == view.data_ptr());
   CHECK(theirs.strides().vec() == std::vector<std::int64_t>(view.strides().begin(), view.strides().end()));

@@ -104,9 +104,9 @@ TEST_CASE("keys(include_nested, leaves_only) follows TensorDict: a sub-tree's ke
           "[tree]") {
   const TensorTree tree = rollout();
   REQUIRE(tree.keys() == paths({"obs", "next"}));
-  REQUIRE(tree.keys(false, true) == paths({"obs"}));
-  REQUIRE(tree.keys(true) == paths({"obs", "next.reward", "next.done", "next"}));
-  REQUIRE(tree.keys(true, true) == paths({"obs", "next.reward", "next.done"}));
+  REQUIRE(tree.keys({.leaves_only = true}) == paths({"obs"}));
+  REQUIRE(tree.keys({.include_nested = true}) == paths({"obs", "next.reward", "next.done", "next"}));
+  REQUIRE(tree.keys({.include_nested = true, .leaves_only = true}) == paths({"obs", "next.reward", "next.done"}));
 }
 
 TEST_CASE("a key may contain the separator when given as a list path", "[tree]") {
@@ -154,9 +154,9 @@ TEST_CASE("erase removes leaves and sub-trees and keeps the others in order", "[
   REQUIRE(tree.keys() == paths({"next", "extra"}));
   require_arange(tree.get("extra"), 301);  // positions after the erased key are still found
   tree.erase("next.reward");
-  REQUIRE(tree.keys(true) == paths({"next.done", "next", "extra"}));
+  REQUIRE(tree.keys({.include_nested = true}) == paths({"next.done", "next", "extra"}));
   tree.erase("next");
-  REQUIRE(tree.keys(true) == paths({"extra"}));
+  REQUIRE(tree.keys({.include_nested = true}) == paths({"extra"}));
   require_arange(tree.get("extra"), 301);
 }
 
@@ -238,7 +238,7 @@ TEST_CASE("a copy has its own structure while its leaves share storage", "[tree]
   TensorTree copy = original;
   copy.set("next.extra", floats({3}, 9));
   copy.erase("obs");
-  REQUIRE(original.keys(true) == paths({"obs", "next.reward", "next.done", "next"}));
+  REQUIRE(original.keys({.include_nested = true}) == paths({"obs", "next.reward", "next.done", "next"}));
   copy.get("next.reward").fill_(-4);
   require_values(original.get("next.reward"), {-4, -4, -4});
 }
@@ -248,7 +248,7 @@ TEST_CASE("assigning through subtree() replaces the node in its tree and checks 
   TensorTree replacement({3, 2});
   replacement.set("z", floats({3, 2}, 41));
   tree.subtree("next") = replacement;
-  REQUIRE(tree.keys(true) == paths({"obs", "next.z", "next"}));
+  REQUIRE(tree.keys({.include_nested = true}) == paths({"obs", "next.z", "next"}));
   require_arange(tree.get("next.z"), 41);
   REQUIRE(tree.subtree("next").batch_size() == Shape{3, 2});
   REQUIRE_THROWS_WITH(tree.subtree("next") = TensorTree({5}), Contains("'next'") && Contains("[5]"));
@@ -302,20 +302,20 @@ TEST_CASE("slice with a step returns views that write through to the parent", "[
   TensorTree tree({4, 3});
   tree.set("x", floats({4, 3}, 1));
   tree.set("n.y", longs({4, 3, 2}, 100));
-  const TensorTree rows = tree.slice(0, 4, 2);
+  const TensorTree rows = tree.slice(0, {0, 4, 2});
   REQUIRE(rows.batch_size() == Shape{2, 3});
   require_values(rows.get("x"), {1, 2, 3, 7, 8, 9});
   require_values(rows.get("n.y"), {100, 101, 102, 103, 104, 105, 112, 113, 114, 115, 116, 117});
   rows.get("x").fill_(0.5);
   require_values(tree.get("x"), {0.5, 0.5, 0.5, 4, 5, 6, 0.5, 0.5, 0.5, 10, 11, 12});
 
-  const TensorTree columns = tree.slice(-2, 100, 1, 1);
+  const TensorTree columns = tree.slice(1, {-2, 100, 1});
   REQUIRE(columns.batch_size() == Shape{4, 2});
   REQUIRE(columns.subtree("n").batch_size() == Shape{4, 2});
   require_values(columns.get("x"), {0.5, 0.5, 5, 6, 0.5, 0.5, 11, 12});
-  REQUIRE(tree.slice(3, 1).batch_size() == Shape{0, 3});
-  REQUIRE_THROWS_WITH(tree.slice(0, 1, 1, 2), Contains("dim 2") && Contains("[4, 3]"));
-  REQUIRE_THROWS_WITH(tree.slice(0, 1, 0), Contains("step"));
+  REQUIRE(tree.slice(0, {3, 1}).batch_size() == Shape{0, 3});
+  REQUIRE_THROWS_WITH(tree.slice(2, {0, 1, 1}), Contains("dim 2") && Contains("[4, 3]"));
+  REQUIRE_THROWS_WITH(tree.slice(0, {0, 1, 0}), Contains("step"));
 }
 
 TEST_CASE("index by a row tensor gathers rows into a new buffer", "[tree]") {
@@ -385,7 +385,7 @@ TEST_CASE("equal compares batch sizes, keys in any order and every value", "[tre
   REQUIRE(reordered.equal(tree));
 
   TensorTree changed_value = tree.clone();
-  changed_value.get("obs").slice(0, 2, 3).fill_(-6);
+  changed_value.get("obs").slice(0, {2, 3}).fill_(-6);
   REQUIRE_FALSE(tree.equal(changed_value));
   TensorTree extra_key = tree;
   extra_key.set("more", floats({3}, 1));
@@ -455,7 +455,7 @@ TEST_CASE("stack and cat reject structure mismatches, naming the first differing
 
   TensorTree other_batch = rollout();
   other_batch.set_batch_size({});
-  trees = {rollout(), rollout().slice(0, 2)};
+  trees = {rollout(), rollout().slice(0, {0, 2})};
   REQUIRE_THROWS_WITH(TensorTree::stack(trees), Contains("[2]") && Contains("[3]"));
   trees = {rollout(), other_batch};
   REQUIRE_THROWS_WITH(TensorTree::cat(trees), Contains("[]") && Contains("[3]"));
@@ -479,7 +479,7 @@ TEST_CASE("flatten_keys joins nested keys and unflatten_keys restores them", "[t
   REQUIRE(slashed.keys() == std::vector<Path>{{"obs"}, {"next/reward"}, {"next/done"}, {"empty"}});
 
   const TensorTree restored = flat.unflatten_keys();
-  REQUIRE(restored.keys(true) == paths({"obs", "next.reward", "next.done", "next", "empty"}));
+  REQUIRE(restored.keys({.include_nested = true}) == paths({"obs", "next.reward", "next.done", "next", "empty"}));
   REQUIRE(restored.equal(tree));
   require_arange(slashed.unflatten_keys('/').get("next.done"), 201);
 }
@@ -505,16 +505,16 @@ TEST_CASE("select keeps the named paths with their intermediate nodes; exclude d
   TensorTree tree = rollout();
   tree.set("next.inner.z", floats({3}, 11));
   const TensorTree picked = tree.select({"next.inner", "obs"});
-  REQUIRE(picked.keys(true) == paths({"obs", "next.inner.z", "next.inner", "next"}));
+  REQUIRE(picked.keys({.include_nested = true}) == paths({"obs", "next.inner.z", "next.inner", "next"}));
   REQUIRE(picked.get("obs").data_ptr() == tree.get("obs").data_ptr());
   require_arange(picked.get("next.inner.z"), 11);
   REQUIRE_THROWS_WITH(tree.select({"next.nope"}), Contains("'next.nope'"));
   const TensorTree by_list = tree.select(std::vector<Path>{{"next", "done"}});
-  REQUIRE(by_list.keys(true) == paths({"next.done", "next"}));
+  REQUIRE(by_list.keys({.include_nested = true}) == paths({"next.done", "next"}));
   require_arange(by_list.get("next.done"), 201);
 
   const TensorTree rest = tree.exclude({"next.reward", "obs", "not.there"});
-  REQUIRE(rest.keys(true) == paths({"next.done", "next.inner.z", "next.inner", "next"}));
+  REQUIRE(rest.keys({.include_nested = true}) == paths({"next.done", "next.inner.z", "next.inner", "next"}));
   require_arange(rest.get("next.done"), 201);
   REQUIRE(tree.exclude(tree.keys()).empty());
 }
@@ -526,7 +526,7 @@ TEST_CASE("update sets new and replaced leaves and merges sub-trees recursively"
   other.set("next.fresh", floats({3}, 601));
   other.set("top", longs({3}, 701));
   tree.update(other);
-  REQUIRE(tree.keys(true) == paths({"obs", "next.reward", "next.done", "next.fresh", "next", "top"}));
+  REQUIRE(tree.keys({.include_nested = true}) == paths({"obs", "next.reward", "next.done", "next.fresh", "next", "top"}));
   require_arange(tree.get("next.reward"), 501);
   require_arange(tree.get("next.done"), 201);
   require_arange(tree.get("next.fresh"), 601);
@@ -565,7 +565,7 @@ TEST_CASE("for_each_leaf and for_each_node walk in insertion order, parents firs
 
 TEST_CASE("the initializer-list constructor sets each leaf by path", "[tree]") {
   const TensorTree tree({2}, {{"a", floats({2}, 1)}, {"b.c", longs({2, 2}, 5)}});
-  REQUIRE(tree.keys(true) == paths({"a", "b.c", "b"}));
+  REQUIRE(tree.keys({.include_nested = true}) == paths({"a", "b.c", "b"}));
   require_arange(tree.get("b.c"), 5);
   REQUIRE_THROWS_AS(TensorTree({2}, {{"a", floats({3}, 1)}}), InvalidArgument);
 }

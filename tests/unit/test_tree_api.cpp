@@ -18,6 +18,7 @@
 #include "tensortree/error.hpp"
 #include "tensortree/schema.hpp"
 #include "tensortree/tree.hpp"
+#include "tensortree/work.hpp"
 
 using namespace tensortree;
 
@@ -150,7 +151,7 @@ TEST_CASE("expand adds leading batch dimensions and stretches size-1 ones as str
   CHECK(e.subtree("info").batch_size() == Shape{4, 2, 3, 5});
   require_each(e.get("obs"), {4, 2, 3, 4}, [](auto& x) { return obs(0, x[1], x[2], x[3]); });
   require_each(e.get("info.x"), {4, 2, 3, 5}, [](auto& x) { return info_x(0, x[1], x[2], x[3]); });
-  const TensorTree column = make_tree().slice(0, 1, 1, 1);  // batch_size [2, 1]
+  const TensorTree column = make_tree().slice(1, {0, 1});  // batch_size [2, 1]
   const TensorTree wide = column.expand({2, 3});
   require_each(wide.get("next.reward"), {2, 3}, [](auto& x) { return rew(0, x[0], 0); });
   CHECK_THROWS_AS(make_tree().expand({2, 4}), InvalidArgument);

@@ -262,3 +262,92 @@ TEST_CASE("chain's source_rank comes from whichever stage received from any sour
 TEST_CASE("chain refuses a null first stage") {
   CHECK_THROWS_AS(Work::chain(nullptr, [] { return Work::completed(); }), InvalidArgument);
 }
+
+TEST_CASE("then runs its continuation once, after the first Work completed and finished") {
+  const auto first = std::make_shared<ScriptedWork>(3);
+  int runs = 0;
+  const WorkPtr continued = Work::then(first, [&] {
+    ++runs;
+    CHECK(first->finishes() == 1);  // the transfer's own last steps ran before the continuation
+  });
+  CHECK_FALSE(continued->is_completed());
+  CHECK_FALSE(continued->is_completed());
+  CHECK(runs == 0);
+  CHECK(continued->is_completed());
+  CHECK(runs == 1);
+  continued->wait();
+  continued->wait();
+  CHECK(runs == 1);
+}
+
+TEST_CASE("then's wait blocks until the first Work completed, then runs the continuation") {
+  const auto first = std::make_shared<BlockingWork>();
+  int runs = 0;
+  const WorkPtr continued = Work::then(first, [&] { ++runs; });
+  continued->wait();
+  CHECK(first->blocks() == 1);
+  CHECK(runs == 1);
+}
+
+TEST_CASE("then never runs its continuation after a failed first Work and keeps its error") {
+  const auto first = std::make_shared<ScriptedWork>(-1);
+  first->fail_in_test("peer rank 2 vanished");
+  bool ran = false;
+  const WorkPtr continued = Work::then(first, [&] { ran = true; });
+  CHECK_THROWS_WITH(continued->wait(), "peer rank 2 vanished");
+  CHECK_THROWS_AS(continued->wait(), BackendError);
+  CHECK(continued->exception() != nullptr);
+  CHECK_FALSE(ran);
+}
+
+TEST_CASE("then lets on_error replace the first Work's error with a clearer one") {
+  const auto first = std::make_shared<ScriptedWork>(-1);
+  first->fail_in_test("message of 40 bytes, 48 expected");
+  int handled = 0;
+  const WorkPtr continued = Work::then(
+      first, [] {},
+      [&](std::exception_ptr error) {
+        ++handled;
+        try {
+          std::rethrow_exception(error);
+        } catch (const BackendError& e) {
+          throw SchemaMismatch(std::string("layout differs: ") + e.what());
+        }
+      });
+  CHECK_THROWS_WITH(continued->wait(), "layout differs: message of 40 bytes, 48 expected");
+  CHECK_THROWS_AS(continued->wait(), SchemaMismatch);
+  CHECK(handled == 1);
+
+  SECTION("an on_error that returns keeps the original error") {
+    const auto failed = std::make_shared<ScriptedWork>(-1);
+    failed->fail_in_test("rank 0 aborted");
+    const WorkPtr kept = Work::then(failed, [] {}, [](std::exception_ptr) {});
+    CHECK_THROWS_AS(kept->wait(), BackendError);
+  }
+}
+
+TEST_CASE("then reports the continuation's error as its own") {
+  const WorkPtr continued = Work::then(Work::completed(), [] { throw CorruptData("copy back of 12 bytes failed"); });
+  CHECK(continued->is_completed());
+  CHECK_THROWS_WITH(continued->wait(), "copy back of 12 bytes failed");
+  CHECK_THROWS_AS(continued->wait(), CorruptData);
+}
+
+TEST_CASE("then's timeout leaves the first Work in flight; source_rank is the first Work's") {
+  const auto first = std::make_shared<ScriptedWork>(-1);
+  int runs = 0;
+  const WorkPtr continued = Work::then(first, [&] { ++runs; });
+  CHECK_THROWS_AS(continued->wait(20ms), Timeout);
+  CHECK(runs == 0);
+  first->complete_now();
+  continued->wait(30s);
+  CHECK(runs == 1);
+
+  const WorkPtr received = Work::then(std::make_shared<ReceiveWork>(3), [] {});
+  received->wait();
+  CHECK(received->source_rank() == 3);
+}
+
+TEST_CASE("then refuses a null first Work") {
+  CHECK_THROWS_AS(Work::then(nullptr, [] {}), InvalidArgument);
+}

@@ -82,7 +82,7 @@ WorkPtr MpiBackend::all_reduce(const Tensor& tensor, ReduceOp op) {
     TT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, element_at(tensor, offset), count, how.datatype, how.op, comm_,
                                 work->request_slot()));
   });
-  if (how.average) work->on_finish([tensor, size = size_] { divide_in_place(tensor, size); });
+  if (how.average) return Work::then(std::move(work), [tensor, size = size_] { divide_in_place(tensor, size); });
   return work;
 }
 
@@ -99,7 +99,9 @@ WorkPtr MpiBackend::reduce(const Tensor& tensor, int root, ReduceOp op) {
     TT_MPI_CHECK(MPI_Ireduce(is_root ? MPI_IN_PLACE : chunk, is_root ? chunk : nullptr, count, how.datatype, how.op,
                              root, comm_, work->request_slot()));
   });
-  if (how.average && is_root) work->on_finish([tensor, size = size_] { divide_in_place(tensor, size); });
+  if (how.average && is_root) {
+    return Work::then(std::move(work), [tensor, size = size_] { divide_in_place(tensor, size); });
+  }
   return work;
 }
 
@@ -164,7 +166,7 @@ WorkPtr MpiBackend::reduce_scatter(const Tensor& output, const Tensor& input, Re
       });
     }
   }
-  if (how.average) work->on_finish([output, size = size_] { divide_in_place(output, size); });
+  if (how.average) return Work::then(std::move(work), [output, size = size_] { divide_in_place(output, size); });
   return work;
 }
 

@@ -77,7 +77,6 @@ void MpiWork::finish() {
     check_receive(receive);
     if (receive.any_source && source_ < 0) source_ = statuses_[receive.request].MPI_SOURCE;
   }
-  for (const auto& step : finish_steps_) step();
 }
 
 int MpiWork::source_rank() const {

@@ -1,6 +1,6 @@
 // MpiWork: the Work of the MPI backend. It holds the requests of one operation and everything they
 // read or write until they complete, checks each receive's length on completion, and runs the
-// operation's last steps (AVG's division) once everything has arrived.
+// operation's last steps (AVG's division, through Work::then) once everything has arrived.
 #pragma once
 
 #include <mpi.h>
@@ -55,7 +55,6 @@ class MpiWork final : public Work {
     receives_.push_back({requests_.size(), datatype, expected_elements, any_source});
     return request_slot();
   }
-  void on_finish(std::function<void()> step) { finish_steps_.push_back(std::move(step)); }
 
   int source_rank() const override;
 
@@ -83,7 +82,6 @@ class MpiWork final : public Work {
   std::vector<Tensor> tensors_;
   std::vector<MpiDatatype> datatypes_;
   std::vector<std::shared_ptr<const void>> arrays_;
-  std::vector<std::function<void()>> finish_steps_;
   int source_ = -1;
 };
 

@@ -217,8 +217,9 @@ class NcclBackend final : public Backend {
   WorkPtr launch(std::vector<Tensor> tensors, Enqueue&& enqueue, std::function<void()> then = nullptr) {
     cuda::DeviceGuard guard(state_->device());
     // The Work exists before anything is queued, so no failure can leave buffers in use unowned.
-    auto work = std::make_shared<NcclWork>(state_, make_event(), std::move(tensors), std::move(then));
+    auto work = std::make_shared<NcclWork>(state_, make_event(), std::move(tensors));
     state_->run(work->done_event(), std::forward<Enqueue>(enqueue));
+    if (then) return Work::then(std::move(work), std::move(then));
     return work;
   }
 

@@ -5,7 +5,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -19,12 +18,8 @@ namespace tensortree::detail {
 
 class NcclWork final : public Work {
  public:
-  NcclWork(std::shared_ptr<NcclState> state, CudaEvent done, std::vector<Tensor> tensors,
-           std::function<void()> then)
-      : state_(std::move(state)),
-        done_(std::move(done)),
-        tensors_(std::move(tensors)),
-        then_(std::move(then)) {}
+  NcclWork(std::shared_ptr<NcclState> state, CudaEvent done, std::vector<Tensor> tensors)
+      : state_(std::move(state)), done_(std::move(done)), tensors_(std::move(tensors)) {}
   NcclWork(const NcclWork&) = delete;
   NcclWork& operator=(const NcclWork&) = delete;
 
@@ -53,14 +48,12 @@ class NcclWork final : public Work {
 
   void finish() override {
     tensors_.clear();  // the device is done with them
-    if (then_) then_();
   }
 
  private:
   std::shared_ptr<NcclState> state_;
   CudaEvent done_;
   std::vector<Tensor> tensors_;
-  std::function<void()> then_;
   bool reached_ = false;
 };
 

@@ -40,9 +40,8 @@ class Staging {
 
   WorkPtr after(WorkPtr host_work) {
     if (copy_back_.empty()) return host_work;
-    return Work::chain(std::move(host_work), [copies = std::move(copy_back_)]() -> WorkPtr {
+    return Work::then(std::move(host_work), [copies = std::move(copy_back_)] {
       for (const auto& [device, host] : copies) device.copy_(host);
-      return nullptr;
     });
   }
 
