@@ -134,6 +134,24 @@ TEST_CASE("group: a recv nobody sends to throws Timeout within the group's limit
   check_gathered(world);
 }
 
+TEST_CASE("group: a recv that timed out completes on a later wait once its message arrives", "[mpi][group][timeout]") {
+  if (world_size() < 2) return;
+  const DistributedContext context(GroupOptions{.timeout = 300ms});
+  const Group& world = context.world();
+  const int rank = world_rank();
+  const int from = test::left_neighbour(rank);
+  const Tensor in = Tensor::full({3}, 0.0, {DType::Float64});
+  WorkPtr received = dist::irecv(in, from, world, 94);
+  CHECK_THROWS_AS(received->wait(), Timeout);
+  test::barrier();
+  const Tensor out = Tensor::empty({3}, {DType::Float64});
+  for (std::int64_t i = 0; i < 3; ++i) out.data<double>()[i] = test::rank_value(rank, i);
+  WorkPtr sent = dist::isend(out, right_neighbour(rank), world, 94);
+  received->wait();
+  sent->wait();
+  for (std::int64_t i = 0; i < 3; ++i) CHECK(in.data<double>()[i] == test::rank_value(from, i));
+}
+
 TEST_CASE("group: recv_message from a peer that sends nothing throws Timeout within the limit", "[mpi][group][timeout]") {
   if (world_size() < 2) return;
   const DistributedContext context(GroupOptions{.timeout = 500ms});

@@ -17,10 +17,13 @@ MpiWork::~MpiWork() {
   for (MPI_Request& request : requests_) MPI_Wait(&request, MPI_STATUS_IGNORE);  // see block()
 }
 
+// Only the requests a timed-out block() has not seen complete: MPI would overwrite the statuses of
+// the others (null requests by now) with empty ones.
 bool MpiWork::test() {
   statuses_.resize(requests_.size());
   int done = 0;
-  check_status(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, statuses_.data()),
+  check_status(MPI_Testall(static_cast<int>(requests_.size() - completed_), requests_.data() + completed_, &done,
+                           statuses_.data() + completed_),
                "MPI_Testall");
   return done != 0;
 }
@@ -28,14 +31,14 @@ bool MpiWork::test() {
 // The requests one at a time, in order, rather than all at once: Open MPI 4.1's MPI_Waitall can
 // spin forever once a request has failed (a truncated receive) while other messages are arriving.
 // Polled rather than waited for, so that the group's timeout bounds the wait; a request that
-// completed keeps its status (MPI_Test sets it to MPI_REQUEST_NULL and is not asked again).
+// completed keeps its status (MPI_Test sets it to MPI_REQUEST_NULL and is not asked again, even by
+// a second block() after a Timeout).
 void MpiWork::block() {
   statuses_.resize(requests_.size());
-  std::size_t next = 0;
   const auto done = [&] {
-    for (; next < requests_.size(); ++next) {
+    for (; completed_ < requests_.size(); ++completed_) {
       int complete = 0;
-      check_status(MPI_Test(&requests_[next], &complete, &statuses_[next]), "MPI_Test");
+      check_status(MPI_Test(&requests_[completed_], &complete, &statuses_[completed_]), "MPI_Test");
       if (!complete) return false;
     }
     return true;

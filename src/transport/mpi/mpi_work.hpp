@@ -90,6 +90,8 @@ class MpiWork final : public Work {
   WaitLimit limit_;
   std::vector<MPI_Request> requests_;
   std::vector<MPI_Status> statuses_;
+  // Requests [0, completed_) have completed (in order) within block(); their statuses are final.
+  std::size_t completed_ = 0;
   std::vector<Receive> receives_;
   std::vector<Tensor> tensors_;
   std::vector<MpiDatatype> datatypes_;
