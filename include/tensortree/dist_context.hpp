@@ -16,8 +16,11 @@ namespace tensortree {
 
 class TT_API DistributedContext {
  public:
-  // argc/argv go to MPI_Init when this context initialises MPI.
-  explicit DistributedContext(int* argc = nullptr, char*** argv = nullptr);
+  // argc/argv go to MPI_Init when this context initialises MPI. `options` are the world's, and
+  // the default of every group made from this context.
+  explicit DistributedContext(int* argc = nullptr, char*** argv = nullptr,
+                              GroupOptions options = GroupOptions::from_environment());
+  explicit DistributedContext(GroupOptions options);
   DistributedContext(const DistributedContext&) = delete;
   DistributedContext& operator=(const DistributedContext&) = delete;
   // Finalises MPI only if this context initialised it.
@@ -31,9 +34,11 @@ class TT_API DistributedContext {
   Device device() const;
 
   const Group& world() const;
-  // Collective over the world (every rank calls it with the same list); ranks not in the list get
-  // a Group of which they are not a member.
+  // Collective over the world (every rank calls it with the same list; InvalidArgument on every
+  // rank otherwise); ranks not in the list get a Group of which they are not a member. The first
+  // form takes the world's options.
   Group new_group(std::vector<int> world_ranks) const;
+  Group new_group(std::vector<int> world_ranks, GroupOptions options) const;
   // Collective over the world.
   DeviceMesh mesh(std::vector<MeshDim> dims) const;
 

@@ -1,7 +1,9 @@
-// Group: a set of ranks that communicate together (a communicator), with the backends that move
-// tensors between them. Cheap to copy: copies share the communicators.
+// Group: a set of ranks that communicate together, with the transports that move tensors between
+// them. Cheap to copy: copies share one state (bootstrap, transports, options, attachments).
+// Groups come from a DistributedContext (world(), new_group) or a DeviceMesh.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -13,12 +15,23 @@ namespace tensortree {
 
 namespace detail {
 class GroupState;
+class GroupAccess;
 }  // namespace detail
+
+// What a group's operations default to.
+struct TT_API GroupOptions {
+  // The longest a blocking wait on one of the group's operations may last before it throws
+  // Timeout (naming the operation, the peer and this limit). Must be positive.
+  std::chrono::milliseconds timeout = std::chrono::minutes(10);
+
+  // The defaults, with `timeout` taken from TENSORTREE_TIMEOUT_MS where that is set (a positive
+  // number of milliseconds; anything else is InvalidArgument).
+  static GroupOptions from_environment();
+};
 
 class TT_API Group {
  public:
   Group() = default;
-  explicit Group(std::shared_ptr<detail::GroupState> state);
 
   // This process's rank in the group, or -1 when it is not a member.
   int rank() const;
@@ -26,15 +39,22 @@ class TT_API Group {
   bool is_member() const { return rank() >= 0; }
   // The world rank of each member, in group-rank order.
   const std::vector<int>& world_ranks() const;
+  // The options the group was made with (an empty Group's are the defaults).
+  const GroupOptions& options() const;
 
-  // The backend that moves tensors on `device`: MPI for the CPU; NCCL for CUDA where the library
-  // was built with it (its communicator is created on first use), otherwise MPI staging through
-  // pinned host memory. InvalidArgument on a rank that is not a member.
+  // The backend for the group's collectives on `device`: MPI for the CPU; NCCL for CUDA where the
+  // library was built with it (its communicator is created on first use, collectively), otherwise
+  // MPI staging through pinned host memory. InvalidArgument on a rank that is not a member.
   Backend& backend(Device device) const;
-
-  const std::shared_ptr<detail::GroupState>& state() const { return state_; }
+  // The backend that moves point-to-point traffic between this rank and group rank `peer` on
+  // `device`: each pair of ranks may be served by a different transport. InvalidArgument for a
+  // peer outside the group.
+  Backend& transport(int peer, Device device) const;
 
  private:
+  friend class detail::GroupAccess;
+  explicit Group(std::shared_ptr<detail::GroupState> state);
+
   std::shared_ptr<detail::GroupState> state_;
 };
 

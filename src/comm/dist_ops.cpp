@@ -54,7 +54,7 @@ std::string per_rank_list_problem(std::span<const Tensor> tensors, std::string_v
 }  // namespace
 
 void check_member(const Group& group, std::string_view op) {
-  if (!group.state()) invalid(op, "group is an empty Group (no communicator)");
+  if (group.size() == 0) invalid(op, "group is an empty Group (no communicator)");
   if (!group.is_member()) invalid(op, "this process is not a member of group");
 }
 

@@ -6,36 +6,12 @@
 #include <thread>
 #include <utility>
 
+#include "core/wait_bounded.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Polls `done` until it is true or `deadline` passes; returns whether it became true. Starts by
-// yielding (most operations finish within microseconds) and backs off to short sleeps so that a
-// long wait does not burn a core the transport's progress thread may need.
-template <class Done>
-bool poll(Done&& done, std::optional<Clock::time_point> deadline) {
-  constexpr int kYieldingPolls = 64;
-  constexpr auto kLongestSleep = std::chrono::microseconds(1000);
-  auto pause_length = std::chrono::microseconds(10);
-  for (int polls = 0;; ++polls) {
-    if (done()) return true;
-    const auto now = Clock::now();
-    if (deadline && now >= *deadline) return false;
-    if (polls < kYieldingPolls) {
-      std::this_thread::yield();
-      continue;
-    }
-    auto pause = pause_length;
-    if (deadline) pause = std::min(pause, std::chrono::duration_cast<std::chrono::microseconds>(*deadline - now));
-    std::this_thread::sleep_for(pause);
-    pause_length = std::min(pause_length * 2, kLongestSleep);
-  }
-}
 
 class CompletedWork final : public Work {
  protected:
@@ -135,6 +111,8 @@ void Work::wait() {
     try {
       block();
       settle(true);
+    } catch (const Timeout&) {
+      throw;  // a bounded wait ran out: the operation is still in flight and may be waited for again
     } catch (...) {
       error_ = std::current_exception();
       finished_ = true;
@@ -144,10 +122,9 @@ void Work::wait() {
 }
 
 void Work::wait(std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  if (!poll([this] { return is_completed(); }, deadline)) {
-    throw Timeout("operation did not complete within " + std::to_string(timeout.count()) + " ms");
-  }
+  detail::wait_bounded([this] { return is_completed(); }, timeout, [&] {
+    return Timeout("operation did not complete within " + std::to_string(timeout.count()) + " ms");
+  });
   if (error_) std::rethrow_exception(error_);
 }
 
@@ -156,7 +133,7 @@ int Work::source_rank() const {
 }
 
 void Work::block() {
-  poll([this] { return test(); }, std::nullopt);
+  detail::poll_until([this] { return test(); }, std::nullopt);
 }
 
 bool Work::settle(bool done) {

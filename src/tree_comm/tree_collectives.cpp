@@ -14,6 +14,7 @@
 
 #include "core/checked_math.hpp"
 #include "tree/consolidation_access.hpp"
+#include "comm/agreement.hpp"
 #include "comm/dist_internal.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/schema.hpp"
@@ -126,7 +127,7 @@ WorkPtr broadcast_from_root(const TensorTree& tree, const Group& group) {
     device = detail::device_of(tree, "broadcast");
     const auto schema = detail::layout_of(tree, device).schema;
     if (!registry->published(schema->fingerprint())) schema_bytes = schema->encode();
-    out = detail::pack_for_wire(tree, device, schema_bytes.size());
+    out = detail::pack_for_wire(tree, device, schema_bytes.size(), group);
     mine = {true, device.type(), {out.schema->fingerprint(), out.schema->total_bytes(), schema_bytes.size()}};
   } catch (...) {
     failure = std::current_exception();
@@ -166,7 +167,7 @@ WorkPtr broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
   }
   const std::size_t length = total + sent.header.schema_bytes;
   const StoragePtr buffer = mine.empty ? Storage::allocate(std::max<std::size_t>(length, total + kWireHeaderBytes), device)
-                                       : detail::spare_buffer(length, device);
+                                       : detail::spare_buffer(group, length, device);
   WorkPtr arriving = backend.broadcast(detail::bytes_of(buffer, 0, length), root);
   auto registry = LayoutRegistry::of(group);
   return Work::then(std::move(arriving), [target = &tree, mine, sent, buffer, device, root, registry] {
@@ -262,22 +263,11 @@ std::vector<TensorTree> trees_in_blocks(const std::vector<Tensor>& blocks, const
 
 // ---- reductions -----------------------------------------------------------------------------------------------
 
-// One small round: SchemaMismatch on every rank unless every rank holds `fingerprint`. The maximum of
-// the fingerprints and of their complements are both this rank's own only when all are equal.
+// One agreement round: SchemaMismatch on every rank unless every rank holds `fingerprint`.
 void check_same_layout(std::uint64_t fingerprint, const Group& group, std::string_view op) {
-  const std::array<std::int64_t, 2> words{static_cast<std::int64_t>(fingerprint),
-                                          static_cast<std::int64_t>(~fingerprint)};
-  const Tensor maxima = dist::detail::int64_tensor(words);
-  dist::all_reduce(maxima, group, ReduceOp::Max);
-  const std::vector<std::int64_t> got = dist::detail::int64_values(maxima);
-  const auto highest = static_cast<std::uint64_t>(got[0]);
-  const auto lowest = ~static_cast<std::uint64_t>(got[1]);
-  if (highest == fingerprint && lowest == fingerprint) return;
-  std::string message(op);
-  message += ": rank " + std::to_string(group.rank()) + " holds layout fingerprint " + std::to_string(fingerprint) +
-             " but another rank holds " + std::to_string(highest != fingerprint ? highest : lowest) +
-             "; every rank needs a tree of one layout";
-  throw SchemaMismatch(message);
+  const std::optional<std::string> differs = detail::disagreement(group, fingerprint, "tree layouts");
+  if (!differs) return;
+  throw SchemaMismatch(std::string(op) + ": " + *differs + "; every rank needs a tree of one layout");
 }
 
 // Reduces the tree in place, one call per dtype bucket; into `dst` only when it is set. The layout
@@ -291,7 +281,7 @@ WorkPtr reduce_buckets(const TensorTree& tree, const Group& group, ReduceOp op, 
   check_same_layout(layout.schema->fingerprint(), group, name);
   StoragePtr buffer = layout.storage;
   if (!buffer) {
-    const StoragePtr spare = detail::spare_buffer(layout.schema->total_bytes(), device);
+    const StoragePtr spare = detail::spare_buffer(group, layout.schema->total_bytes(), device);
     buffer = detail::pack_tree(tree, {.device = device, .reuse = spare}).storage;
   }
   auto works = std::make_shared<std::vector<WorkPtr>>();

@@ -108,7 +108,7 @@ WorkPtr TensorTree::isend(int dst, const Group& group, const CommOptions& option
   if (options.mode == TransferMode::PerLeaf) {
     return post_per_leaf(*this, device, P2POp::Kind::Send, dst, group, options.tag);
   }
-  return post_consolidated(detail::pack_for_wire(*this, device, kWireHeaderBytes), device, dst, group, options.tag);
+  return post_consolidated(detail::pack_for_wire(*this, device, kWireHeaderBytes, group), device, dst, group, options.tag);
 }
 
 void TensorTree::send(int dst, const Group& group, const CommOptions& options) const {
@@ -124,7 +124,7 @@ WorkPtr TensorTree::irecv(int src, const Group& group, const CommOptions& option
     return post_per_leaf(*this, device, P2POp::Kind::Recv, src, group, options.tag);
   }
   std::shared_ptr<const Schema> schema = detail::layout_of(*this, device).schema;
-  const StoragePtr spare = detail::spare_buffer(schema->total_bytes() + kWireHeaderBytes, device);
+  const StoragePtr spare = detail::spare_buffer(group, schema->total_bytes() + kWireHeaderBytes, device);
   auto deliver = [this, schema, threads = options.threads](const StoragePtr& arrived) {
     detail::take_payload(*this, *schema, arrived, threads);
   };
@@ -144,7 +144,7 @@ void TensorTree::init_remote(int dst, const Group& group, const CommOptions& opt
   check_peer(dst, "dst", group, op, false);
   dist::detail::check_tag(options.tag, "tag", op);
   const Device device = detail::device_of(*this, op);
-  const Outgoing out = detail::pack_for_wire(*this, device, kWireHeaderBytes);
+  const Outgoing out = detail::pack_for_wire(*this, device, kWireHeaderBytes, group);
   // The schema first: the receiver learns from it how long the data message is.
   const WorkPtr schema_sent =
       dist::detail::metadata_backend(group).send(bytes_tensor(out.schema->encode()), dst, options.tag);

@@ -38,7 +38,7 @@ struct Outgoing {
   StoragePtr buffer;
   std::shared_ptr<const Schema> schema;
 };
-Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room);
+Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room, const Group& group);
 
 // Moves a checked payload (bytes [0, schema.total_bytes()) of `arrived`) into `tree`, whose layout
 // is `schema`: by exchanging buffers when both are the library's (no copy), by one copy into a

@@ -2,6 +2,7 @@
 #include <string>
 #include <utility>
 
+#include "comm/group_state.hpp"
 #include "core/storage_access.hpp"
 #include "tree/consolidation_access.hpp"
 #include "tree/layout_plan.hpp"
@@ -29,7 +30,7 @@ TreeLayout layout_of(const TensorTree& tree, Device device) {
   return {layout_plan_for(tree, walk_tree(tree), device.type())->schema, nullptr};
 }
 
-Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room) {
+Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room, const Group& group) {
   if (tree.is_consolidated()) {
     const StoragePtr& own = tree.storage();
     if (own->kind() != MemoryKind::Foreign && own->device() == device &&
@@ -38,7 +39,7 @@ Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room) 
     }
   }
   const std::shared_ptr<const Schema> schema = layout_of(tree, device).schema;
-  const StoragePtr spare = spare_buffer(schema->total_bytes() + room, device);
+  const StoragePtr spare = spare_buffer(group, schema->total_bytes() + room, device);
   PackedTree packed = pack_tree(tree, {.device = device, .reuse = spare});
   return {std::move(packed.storage), std::move(packed.plan->schema)};
 }
@@ -59,19 +60,11 @@ void take_payload(const TensorTree& tree, const Schema& schema, const StoragePtr
 
 // ---- LayoutRegistry ------------------------------------------------------------------------------
 
+// An attachment of the group: it lives exactly as long as the group's state, which the pointer
+// returned keeps alive.
 std::shared_ptr<LayoutRegistry> LayoutRegistry::of(const Group& group) {
-  // Keyed by the group's shared state; an entry whose group is gone (its address possibly reused
-  // by a new group) starts afresh.
-  struct Entry {
-    std::weak_ptr<GroupState> group;
-    std::shared_ptr<LayoutRegistry> registry;
-  };
-  static std::mutex mutex;
-  static std::map<const GroupState*, Entry> registries;
-  std::lock_guard lock(mutex);
-  Entry& entry = registries[group.state().get()];
-  if (!entry.registry || entry.group.expired()) entry = {group.state(), std::make_shared<LayoutRegistry>()};
-  return entry.registry;
+  GroupState& state = GroupAccess::require(group);
+  return {GroupAccess::state(group), &state.attachment<LayoutRegistry>()};
 }
 
 bool LayoutRegistry::published(std::uint64_t fingerprint) const {

@@ -10,6 +10,7 @@
 #include <boost/endian/buffers.hpp>
 #include <xxhash.h>
 
+#include "comm/group_state.hpp"
 #include "core/cuda_api.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/transfer.hpp"
@@ -103,9 +104,8 @@ WireHeader read_wire_header(const std::byte* at, Device device, int sender, cons
 
 std::string rank_name(int rank) { return rank >= 0 ? "rank " + std::to_string(rank) : "an unknown rank"; }
 
-StoragePtr spare_buffer(std::size_t nbytes, Device device) {
-  static SparePool pool;
-  return pool.take(nbytes, device);
+StoragePtr spare_buffer(const Group& group, std::size_t nbytes, Device device) {
+  return GroupAccess::require(group).attachment<SparePool>().take(nbytes, device);
 }
 
 Tensor bytes_of(const StoragePtr& storage, std::size_t offset, std::size_t nbytes) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tensortree/device.hpp"
+#include "tensortree/group.hpp"
 #include "tensortree/storage.hpp"
 #include "tensortree/tensor.hpp"
 #include "tensortree/transfer.hpp"
@@ -31,10 +32,10 @@ void write_wire_header(const WireHeader& header, std::byte* at, Device device);
 // the magic, version, checksum or reserved bytes are wrong.
 WireHeader read_wire_header(const std::byte* at, Device device, int sender, const char* what);
 
-// A buffer of at least `nbytes` on `device` that nobody else holds: reused from a small pool of
-// earlier ones when one is free (a buffer is free again once its last user has let it go), so a
-// steady stream of transfers of one size allocates nothing.
-StoragePtr spare_buffer(std::size_t nbytes, Device device);
+// A buffer of at least `nbytes` on `device` that nobody else holds: reused from `group`'s small
+// pool of earlier ones when one is free (a buffer is free again once its last user has let it
+// go), so a steady stream of transfers of one size allocates nothing. The pool goes with the group.
+StoragePtr spare_buffer(const Group& group, std::size_t nbytes, Device device);
 
 // Bytes [offset, offset + nbytes) of `storage` as a 1-D uint8 tensor.
 Tensor bytes_of(const StoragePtr& storage, std::size_t offset, std::size_t nbytes);

@@ -19,7 +19,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "transport/mpi/group_state.hpp"
+#include "comm/group_state.hpp"
+#include "transport/mpi/mpi_backend.hpp"
+#include "transport/mpi/mpi_bootstrap.hpp"
 #include "transport/staged/staged_backend.hpp"
 #include "tensortree/dist_context.hpp"
 #include "tensortree/error.hpp"
@@ -29,6 +31,11 @@ using namespace tensortree;
 using namespace std::chrono_literals;
 
 namespace {
+
+// The communicator of a group made by a DistributedContext (whose bootstrap is MPI's).
+MPI_Comm mpi_comm_of(const Group& group) {
+  return dynamic_cast<detail::MpiBootstrap&>(detail::GroupAccess::require(group).bootstrap()).comm();
+}
 
 constexpr std::int64_t kElements = 13;  // more than two chunks of the lowered max_count
 constexpr std::int64_t kLoweredMaxCount = 5;
@@ -212,7 +219,7 @@ class Fixture {
     if (group.is_member()) {
       Backend& own = group.backend(Device::cpu());
       lowered_.push_back(
-          std::make_unique<detail::MpiBackend>(group.state()->comm(), detail::MpiBackendOptions{kLoweredMaxCount}));
+          std::make_unique<detail::MpiBackend>(mpi_comm_of(group), detail::MpiBackendOptions{kLoweredMaxCount}));
       staged_.push_back(std::make_unique<detail::StagedBackend>(own));
       scope.backends = {{"mpi", &own},
                         {"mpi with max_count 5", lowered_.back().get()},

@@ -64,6 +64,22 @@ class BlockingWork final : public ScriptedWork {
   int blocks_ = 0;
 };
 
+// A Work whose native wait is bounded (MPI's, under a group timeout): the first block() runs out
+// of time, the second completes.
+class BoundedWork final : public ScriptedWork {
+ public:
+  BoundedWork() : ScriptedWork(-1) {}
+
+ protected:
+  void block() override {
+    if (++blocks_ == 1) throw Timeout("recv with rank 1 did not complete within 5 ms");
+    complete_now();
+  }
+
+ private:
+  int blocks_ = 0;
+};
+
 class ReceiveWork final : public ScriptedWork {
  public:
   explicit ReceiveWork(int source) : ScriptedWork(1), source_(source) {}
@@ -149,6 +165,16 @@ TEST_CASE("wait with a timeout throws Timeout after the timeout and leaves the W
 
   work.complete_now();
   work.wait(30s);
+  CHECK(work.finishes() == 1);
+}
+
+TEST_CASE("a Timeout from a bounded native wait leaves the Work in flight, unfailed and waitable again") {
+  BoundedWork work;
+  CHECK_THROWS_AS(work.wait(), Timeout);
+  CHECK(work.exception() == nullptr);
+  CHECK(work.finishes() == 0);
+  CHECK_NOTHROW(work.wait());
+  CHECK(work.is_completed());
   CHECK(work.finishes() == 1);
 }
 

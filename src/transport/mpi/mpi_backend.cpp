@@ -29,7 +29,8 @@ struct RootedBlocks {
 };
 
 RootedBlocks rooted_blocks(const Check& check, const Tensor& all, std::string_view all_name, const Tensor& own,
-                           std::string_view own_name, int root, int rank, int size, std::int64_t max_count) {
+                           std::string_view own_name, int root, int rank, int size, std::int64_t max_count,
+                           const WaitLimit& limit) {
   check.host(own, own_name);
   check.group_rank(root, "root");
   const bool is_root = rank == root;
@@ -38,7 +39,7 @@ RootedBlocks rooted_blocks(const Check& check, const Tensor& all, std::string_vi
     check.same_dtype(all, own.dtype(), all_name);
     check.elements(all, own.numel() * size, all_name);
   }
-  auto work = std::make_shared<MpiWork>(rank);
+  auto work = std::make_shared<MpiWork>(rank, limit);
   work->keep(own);
   if (is_root) work->keep(all);
   const Block block = block_of(own.numel(), own.dtype(), max_count, *work);
@@ -65,7 +66,7 @@ WorkPtr MpiBackend::broadcast(const Tensor& tensor, int root) {
   const Check check(rank_, size_, "broadcast");
   check.host(tensor, "tensor");
   check.group_rank(root, "root");
-  auto work = std::make_shared<MpiWork>(rank_);
+  auto work = std::make_shared<MpiWork>(rank_, limit("broadcast"));
   work->keep(tensor);
   const Block block = block_of(tensor.numel(), tensor.dtype(), options_.max_count, *work);
   TT_MPI_CHECK(MPI_Ibcast(tensor.data_ptr(), block.count, block.datatype, root, comm_, work->request_slot()));
@@ -76,7 +77,7 @@ WorkPtr MpiBackend::all_reduce(const Tensor& tensor, ReduceOp op) {
   const Check check(rank_, size_, "all_reduce");
   check.host(tensor, "tensor");
   const MpiReduction how = reductions_.resolve(tensor.dtype(), op, rank_);
-  auto work = std::make_shared<MpiWork>(rank_);
+  auto work = std::make_shared<MpiWork>(rank_, limit("all_reduce"));
   work->keep(tensor);
   for_each_chunk(tensor.numel(), options_.max_count, [&](std::int64_t offset, int count) {
     TT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, element_at(tensor, offset), count, how.datatype, how.op, comm_,
@@ -91,7 +92,7 @@ WorkPtr MpiBackend::reduce(const Tensor& tensor, int root, ReduceOp op) {
   check.host(tensor, "tensor");
   check.group_rank(root, "root");
   const MpiReduction how = reductions_.resolve(tensor.dtype(), op, rank_);
-  auto work = std::make_shared<MpiWork>(rank_);
+  auto work = std::make_shared<MpiWork>(rank_, limit("reduce"));
   work->keep(tensor);
   const bool is_root = rank_ == root;
   for_each_chunk(tensor.numel(), options_.max_count, [&](std::int64_t offset, int count) {
@@ -111,7 +112,7 @@ WorkPtr MpiBackend::all_gather(const Tensor& output, const Tensor& input) {
   check.host(input, "input");
   check.same_dtype(output, input.dtype(), "output");
   check.elements(output, input.numel() * size_, "output");
-  auto work = std::make_shared<MpiWork>(rank_);
+  auto work = std::make_shared<MpiWork>(rank_, limit("all_gather"));
   work->keep(output);
   work->keep(input);
   const Block block = block_of(input.numel(), input.dtype(), options_.max_count, *work);
@@ -125,7 +126,8 @@ WorkPtr MpiBackend::all_gather(const Tensor& output, const Tensor& input) {
 WorkPtr MpiBackend::gather(const Tensor& output, const Tensor& input, int root) {
   const Check check(rank_, size_, "gather");
   const RootedBlocks rooted =
-      rooted_blocks(check, output, "output", input, "input", root, rank_, size_, options_.max_count);
+      rooted_blocks(check, output, "output", input, "input", root, rank_, size_, options_.max_count,
+                    limit("gather"));
   TT_MPI_CHECK(MPI_Igather(rooted.in_place ? MPI_IN_PLACE : input.data_ptr(), rooted.block.count,
                            rooted.block.datatype, rooted.is_root ? output.data_ptr() : nullptr, rooted.block.count,
                            rooted.block.datatype, root, comm_, rooted.work->request_slot()));
@@ -135,7 +137,8 @@ WorkPtr MpiBackend::gather(const Tensor& output, const Tensor& input, int root) 
 WorkPtr MpiBackend::scatter(const Tensor& output, const Tensor& input, int root) {
   const Check check(rank_, size_, "scatter");
   const RootedBlocks rooted =
-      rooted_blocks(check, input, "input", output, "output", root, rank_, size_, options_.max_count);
+      rooted_blocks(check, input, "input", output, "output", root, rank_, size_, options_.max_count,
+                    limit("scatter"));
   TT_MPI_CHECK(MPI_Iscatter(rooted.is_root ? input.data_ptr() : nullptr, rooted.block.count, rooted.block.datatype,
                             rooted.in_place ? MPI_IN_PLACE : output.data_ptr(), rooted.block.count,
                             rooted.block.datatype, root, comm_, rooted.work->request_slot()));
@@ -150,7 +153,7 @@ WorkPtr MpiBackend::reduce_scatter(const Tensor& output, const Tensor& input, Re
   const std::int64_t block = output.numel();
   check.elements(input, block * size_, "input");
   const MpiReduction how = reductions_.resolve(output.dtype(), op, rank_);
-  auto work = std::make_shared<MpiWork>(rank_);
+  auto work = std::make_shared<MpiWork>(rank_, limit("reduce_scatter"));
   work->keep(output);
   work->keep(input);
   if (block <= options_.max_count) {
@@ -178,7 +181,7 @@ WorkPtr MpiBackend::all_to_all(const Tensor& output, const Tensor& input, std::s
   check.same_dtype(input, output.dtype(), "input");
   check.counts(output_counts, output, "output_counts");
   check.counts(input_counts, input, "input_counts");
-  auto work = std::make_shared<MpiWork>(rank_);
+  auto work = std::make_shared<MpiWork>(rank_, limit("all_to_all"));
   work->keep(output);
   work->keep(input);
   const MPI_Datatype element = element_datatype(output.dtype());

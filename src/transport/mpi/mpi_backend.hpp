@@ -4,10 +4,13 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdint>
 
+#include "core/wait_bounded.hpp"
 #include "transport/mpi/mpi_reductions.hpp"
+#include "transport/mpi/mpi_work.hpp"
 #include "tensortree/backend.hpp"
 
 namespace tensortree::detail {
@@ -17,6 +20,9 @@ struct MpiBackendOptions {
   // several calls (reductions) or described by one derived datatype (everything else, so that a
   // message stays one message). Tests lower it to reach those paths with small tensors.
   std::int64_t max_count = INT_MAX;
+  // The longest a blocking wait on one operation may last (the group's GroupOptions::timeout);
+  // past it the wait throws Timeout.
+  std::chrono::milliseconds timeout = kUnbounded;
 };
 
 class MpiBackend final : public Backend {
@@ -48,7 +54,8 @@ class MpiBackend final : public Backend {
   WorkPtr barrier() override;
 
  private:
-  WorkPtr point_to_point(std::span<const P2POp> ops, std::string_view operation);
+  WorkPtr point_to_point(std::span<const P2POp> ops, const char* operation);
+  WaitLimit limit(const char* operation, int peer = -1) const { return {operation, peer, options_.timeout}; }
 
   MPI_Comm comm_;
   MpiBackendOptions options_;

@@ -46,11 +46,18 @@ ReceivedMessage MpiBackend::recv_message(int src, int tag) {
   check.tag(tag, tag_upper_bound_);
   MPI_Message message = MPI_MESSAGE_NULL;
   MPI_Status status;
-  TT_MPI_CHECK(MPI_Mprobe(src == kAnySource ? MPI_ANY_SOURCE : src, tag, comm_, &message, &status));
+  // Probed by polling, so that the group's timeout bounds the wait for a message nobody sends.
+  const WaitLimit bound = limit("recv_message", src);
+  const auto arrived = [&] {
+    int found = 0;
+    TT_MPI_CHECK(MPI_Improbe(src == kAnySource ? MPI_ANY_SOURCE : src, tag, comm_, &found, &message, &status));
+    return found != 0;
+  };
+  wait_bounded(arrived, bound.timeout, [&] { return timed_out(bound, rank_); }, WaitStyle::Spin);
   MPI_Count length = 0;
   TT_MPI_CHECK(MPI_Get_elements_x(&status, MPI_BYTE, &length));
   ReceivedMessage received{Tensor::empty({static_cast<std::int64_t>(length)}, {DType::UInt8}), status.MPI_SOURCE};
-  MpiWork work(rank_);
+  MpiWork work(rank_, bound);
   const Block block = block_of(length, DType::UInt8, options_.max_count, work);
   TT_MPI_CHECK(MPI_Mrecv(received.bytes.data_ptr(), block.count, block.datatype, &message, MPI_STATUS_IGNORE));
   return received;
@@ -58,20 +65,23 @@ ReceivedMessage MpiBackend::recv_message(int src, int tag) {
 
 WorkPtr MpiBackend::batch_p2p(std::span<const P2POp> ops) { return point_to_point(ops, "batch_p2p"); }
 
-WorkPtr MpiBackend::point_to_point(std::span<const P2POp> ops, std::string_view operation) {
+WorkPtr MpiBackend::point_to_point(std::span<const P2POp> ops, const char* operation) {
   const Check check(rank_, size_, operation);
   for (const P2POp& op : ops) {
     check.host(op.tensor, op.kind == P2POp::Kind::Send ? "sent tensor" : "received tensor");
     if (op.kind == P2POp::Kind::Send || op.peer != kAnySource) check.group_rank(op.peer, "peer");
     check.tag(op.tag, tag_upper_bound_);
   }
-  auto work = std::make_shared<MpiWork>(rank_);
+  // A Timeout names the peer when the operation has one.
+  int peer = ops.empty() ? -1 : ops.front().peer;
+  for (const P2POp& op : ops) peer = op.peer == peer ? peer : -1;
+  auto work = std::make_shared<MpiWork>(rank_, limit(operation, peer));
   for (const P2POp& op : ops) post_p2p(op, comm_, options_.max_count, *work);
   return work;
 }
 
 WorkPtr MpiBackend::barrier() {
-  auto work = std::make_shared<MpiWork>(rank_);
+  auto work = std::make_shared<MpiWork>(rank_, limit("barrier"));
   TT_MPI_CHECK(MPI_Ibarrier(comm_, work->request_slot()));
   return work;
 }

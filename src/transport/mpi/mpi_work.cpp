@@ -17,21 +17,41 @@ MpiWork::~MpiWork() {
   for (MPI_Request& request : requests_) MPI_Wait(&request, MPI_STATUS_IGNORE);  // see block()
 }
 
+// Only the requests a timed-out block() has not seen complete: MPI would overwrite the statuses of
+// the others (null requests by now) with empty ones.
 bool MpiWork::test() {
   statuses_.resize(requests_.size());
   int done = 0;
-  check_status(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, statuses_.data()),
+  check_status(MPI_Testall(static_cast<int>(requests_.size() - completed_), requests_.data() + completed_, &done,
+                           statuses_.data() + completed_),
                "MPI_Testall");
   return done != 0;
 }
 
-// One MPI_Wait per request rather than MPI_Waitall: Open MPI 4.1's MPI_Waitall can spin forever
-// once a request has failed (a truncated receive) while other messages are arriving.
+// The requests one at a time, in order, rather than all at once: Open MPI 4.1's MPI_Waitall can
+// spin forever once a request has failed (a truncated receive) while other messages are arriving.
+// Polled rather than waited for, so that the group's timeout bounds the wait; a request that
+// completed keeps its status (MPI_Test sets it to MPI_REQUEST_NULL and is not asked again, even by
+// a second block() after a Timeout).
 void MpiWork::block() {
   statuses_.resize(requests_.size());
-  for (std::size_t i = 0; i < requests_.size(); ++i) {
-    check_status(MPI_Wait(&requests_[i], &statuses_[i]), "MPI_Wait");
-  }
+  const auto done = [&] {
+    for (; completed_ < requests_.size(); ++completed_) {
+      int complete = 0;
+      check_status(MPI_Test(&requests_[completed_], &complete, &statuses_[completed_]), "MPI_Test");
+      if (!complete) return false;
+    }
+    return true;
+  };
+  wait_bounded(done, limit_.timeout, [&] { return timed_out(limit_, rank_); }, WaitStyle::Spin);
+}
+
+Timeout timed_out(const WaitLimit& limit, int rank) {
+  std::string message = "rank " + std::to_string(rank) + ": " + limit.operation;
+  if (limit.peer >= 0) message += " with rank " + std::to_string(limit.peer);
+  message += " did not complete within the group's timeout of " + std::to_string(limit.timeout.count()) +
+             " ms (GroupOptions::timeout); it is still posted and may be waited for again";
+  return Timeout(message);
 }
 
 // MPI_ERR_IN_STATUS means the real error sits in one request's status.

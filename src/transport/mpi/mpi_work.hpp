@@ -6,23 +6,33 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include "core/wait_bounded.hpp"
 #include "transport/mpi/mpi_handles.hpp"
+#include "tensortree/error.hpp"
 #include "tensortree/tensor.hpp"
 #include "tensortree/work.hpp"
 
 namespace tensortree::detail {
 
+// What a blocking wait on one operation may take, and what its Timeout names.
+struct WaitLimit {
+  const char* operation = "operation";  // a string literal: the backend operation's name
+  int peer = -1;                        // the group rank at the other end; -1 for a collective
+  std::chrono::milliseconds timeout = kUnbounded;
+};
+
 // The requests of one operation and everything they read or write (tensors, derived datatypes,
 // count arrays), kept until they complete.
 class MpiWork final : public Work {
  public:
-  explicit MpiWork(int rank) : rank_(rank) {}
+  MpiWork(int rank, WaitLimit limit) : rank_(rank), limit_(limit) {}
   MpiWork(const MpiWork&) = delete;
   MpiWork& operator=(const MpiWork&) = delete;
   ~MpiWork() override;
@@ -76,13 +86,19 @@ class MpiWork final : public Work {
   void check_receive(const Receive& receive) const;
 
   int rank_;
+  WaitLimit limit_;
   std::vector<MPI_Request> requests_;
   std::vector<MPI_Status> statuses_;
+  // Requests [0, completed_) have completed (in order) within block(); their statuses are final.
+  std::size_t completed_ = 0;
   std::vector<Receive> receives_;
   std::vector<Tensor> tensors_;
   std::vector<MpiDatatype> datatypes_;
   std::vector<std::shared_ptr<const void>> arrays_;
   int source_ = -1;
 };
+
+// The Timeout of a wait on `limit`'s operation that ran past it, on group rank `rank`.
+Timeout timed_out(const WaitLimit& limit, int rank);
 
 }  // namespace tensortree::detail

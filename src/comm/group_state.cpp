@@ -1,0 +1,98 @@
+#include "comm/group_state.hpp"
+
+#include <string>
+
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+namespace {
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text + "]";
+}
+
+}  // namespace
+
+void validate_options(const GroupOptions& options) {
+  if (options.timeout <= std::chrono::milliseconds::zero()) {
+    throw InvalidArgument("GroupOptions::timeout must be positive, got " + std::to_string(options.timeout.count()) +
+                          " ms");
+  }
+}
+
+GroupState::GroupState(std::unique_ptr<Bootstrap> bootstrap, std::shared_ptr<TransportFactory> factory,
+                       std::vector<int> world_ranks, GroupOptions options)
+    : bootstrap_(std::move(bootstrap)),
+      factory_(std::move(factory)),
+      world_ranks_(std::move(world_ranks)),
+      options_(options) {
+  validate_options(options_);
+  if (!bootstrap_ || !factory_) throw InvalidArgument("a member's GroupState needs a bootstrap and a transport factory");
+  if (bootstrap_->size() != size()) {
+    throw BackendError("a bootstrap of " + std::to_string(bootstrap_->size()) + " ranks for a group of world ranks " +
+                       rank_list(world_ranks_));
+  }
+  rank_ = bootstrap_->rank();
+}
+
+GroupState::GroupState(std::vector<int> world_ranks, GroupOptions options)
+    : world_ranks_(std::move(world_ranks)), options_(options) {
+  validate_options(options_);
+}
+
+// Attachments and transports go before the bootstrap (member order); attachments first, as they
+// may hold buffers a transport registered.
+GroupState::~GroupState() = default;
+
+void GroupState::require_member() const {
+  if (rank_ < 0) {
+    throw InvalidArgument("this process is not a member of the group of world ranks " + rank_list(world_ranks_));
+  }
+}
+
+Bootstrap& GroupState::bootstrap() {
+  require_member();
+  return *bootstrap_;
+}
+
+const DeviceTransports& GroupState::transports(Device device) {
+  require_member();
+  const Device resolved = device.is_cpu() ? Device::cpu() : resolve_device(device);
+  const std::lock_guard lock(transports_mutex_);
+  const auto key = std::pair(resolved.type(), resolved.index());
+  const auto found = transports_.find(key);
+  if (found != transports_.end()) return found->second;
+  DeviceTransports made = factory_->create(*this, resolved);
+  if (!made.collectives || made.peers.size() != static_cast<std::size_t>(size())) {
+    throw BackendError("the transport factory gave an incomplete table for a group of " + std::to_string(size()) +
+                       " ranks");
+  }
+  return transports_.emplace(key, std::move(made)).first->second;
+}
+
+Backend& GroupState::backend(Device device) { return *transports(device).collectives; }
+
+Backend& GroupState::transport(int peer, Device device) {
+  require_member();
+  if (peer < 0 || peer >= size()) {
+    throw InvalidArgument("transport: peer " + std::to_string(peer) + " is not a rank of a group of " +
+                          std::to_string(size()));
+  }
+  return *transports(device).peers[static_cast<std::size_t>(peer)];
+}
+
+std::shared_ptr<GroupState> GroupState::split(int color, int key, std::vector<int> world_ranks, GroupOptions options) {
+  std::unique_ptr<Bootstrap> sub = bootstrap().split(color, key);
+  if (!sub) return std::make_shared<GroupState>(std::move(world_ranks), options);
+  return std::make_shared<GroupState>(std::move(sub), factory_, std::move(world_ranks), options);
+}
+
+GroupState& GroupAccess::require(const Group& group) {
+  if (!group.state_) throw InvalidArgument("an empty Group has no communicator (get groups from a DistributedContext)");
+  return *group.state_;
+}
+
+}  // namespace tensortree::detail

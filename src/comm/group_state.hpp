@@ -1,0 +1,109 @@
+// GroupState: what the copies of one Group share, for any backend. A member's state owns the
+// bootstrap, the transport table (which backend serves each peer on each device, filled on first
+// use by a factory of the transports this build has), the group's options, and attachments: state
+// that layers above keep per group (layout registries, spare buffers), created on first use and
+// dropped with the group. A non-member knows only who the members are.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <typeindex>
+#include <utility>
+#include <vector>
+
+#include "comm/bootstrap.hpp"
+#include "tensortree/backend.hpp"
+#include "tensortree/device.hpp"
+#include "tensortree/group.hpp"
+
+namespace tensortree::detail {
+
+class GroupState;
+
+// The backends that serve one device for one group.
+struct DeviceTransports {
+  // The group-wide collectives.
+  std::shared_ptr<Backend> collectives;
+  // Point-to-point traffic with each peer, by group rank (the own rank's entry included).
+  std::vector<std::shared_ptr<Backend>> peers;
+};
+
+// Chooses and creates a group's transports. One factory serves every group of a context.
+class TransportFactory {
+ public:
+  virtual ~TransportFactory() = default;
+  // The transports for `device` (already resolved: cpu or cuda:n). Called once per group and
+  // device, the first time the group moves a tensor there; collective over the group's members
+  // where creating a transport is (NCCL's communicator).
+  virtual DeviceTransports create(GroupState& group, Device device) = 0;
+};
+
+// InvalidArgument unless `options` can be a group's (a positive timeout).
+void validate_options(const GroupOptions& options);
+
+class GroupState {
+ public:
+  // A member's state.
+  GroupState(std::unique_ptr<Bootstrap> bootstrap, std::shared_ptr<TransportFactory> factory,
+             std::vector<int> world_ranks, GroupOptions options);
+  // A non-member's state.
+  GroupState(std::vector<int> world_ranks, GroupOptions options);
+  GroupState(const GroupState&) = delete;
+  GroupState& operator=(const GroupState&) = delete;
+  ~GroupState();
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(world_ranks_.size()); }
+  bool is_member() const { return rank_ >= 0; }
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
+  const GroupOptions& options() const { return options_; }
+
+  // InvalidArgument for a non-member.
+  Bootstrap& bootstrap();
+  Backend& backend(Device device);
+  Backend& transport(int peer, Device device);
+
+  // Collective over the members: the members passing the same non-negative `color` form a new
+  // group, ranked by `key`; `world_ranks` are its members' in that order. A member passing a
+  // negative color gets a non-member's state of `world_ranks`.
+  std::shared_ptr<GroupState> split(int color, int key, std::vector<int> world_ranks, GroupOptions options);
+
+  // This group's T, default-constructed on first use; the same object for every copy of the
+  // group, distinct between groups. Looked up, not allocated, after the first call.
+  template <class T>
+  T& attachment() {
+    const std::lock_guard lock(attachments_mutex_);
+    std::shared_ptr<void>& slot = attachments_[std::type_index(typeid(T))];
+    if (!slot) slot = std::make_shared<T>();
+    return *static_cast<T*>(slot.get());
+  }
+
+ private:
+  void require_member() const;
+  const DeviceTransports& transports(Device device);
+
+  // Declared first, destroyed last: transports and attachments may use the bootstrap's channels.
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::shared_ptr<TransportFactory> factory_;
+  std::vector<int> world_ranks_;
+  GroupOptions options_;
+  int rank_ = -1;
+  // Recursive: a factory may build one transport over another of the same group (staging CUDA
+  // tensors over the group's host transport).
+  std::recursive_mutex transports_mutex_;
+  std::map<std::pair<DeviceType, int>, DeviceTransports> transports_;
+  std::mutex attachments_mutex_;
+  std::map<std::type_index, std::shared_ptr<void>> attachments_;
+};
+
+// The library's own access to a Group's state; users see Group's public methods only.
+class GroupAccess {
+ public:
+  static const std::shared_ptr<GroupState>& state(const Group& group) { return group.state_; }
+  static Group make(std::shared_ptr<GroupState> state) { return Group(std::move(state)); }
+  // InvalidArgument for an empty Group (one not made by a DistributedContext).
+  static GroupState& require(const Group& group);
+};
+
+}  // namespace tensortree::detail
