@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "comm/collective_check.hpp"
 #include "comm/dist_internal.hpp"
 #include "core/checked_math.hpp"
 #include "tensortree/error.hpp"
@@ -157,11 +158,28 @@ void check_reduce_op(ReduceOp op, DType dtype, std::string_view operation) {
   throw InvalidArgument(std::string(operation) + ": op " + std::to_string(static_cast<int>(op)) + " is not a ReduceOp");
 }
 
-// The common prologue of the operations on one tensor.
+// The common prologue of point-to-point operations on one tensor.
 void check_tensor_op(const Tensor& tensor, const Group& group, std::string_view op) {
   check_member(group, op);
   check_defined(tensor, "tensor", op);
 }
+
+// The common prologue of the collectives on one tensor: membership, then the tensor and the checks
+// in `more`, agreed across the group in debug mode (collective_check.hpp).
+template <class MoreChecks>
+void check_tensor_collective(const Tensor& tensor, const Group& group, const CollectiveCall& call, MoreChecks&& more) {
+  check_member(group, call.op);
+  check_collective(call, group, [&] {
+    check_defined(tensor, "tensor", call.op);
+    more();
+  });
+}
+void check_tensor_collective(const Tensor& tensor, const Group& group, const CollectiveCall& call) {
+  check_tensor_collective(tensor, group, call, [] {});
+}
+
+// The first tensor of a per-rank list, for the debug round; null when the list is empty.
+const Tensor* first_of(std::span<const Tensor> tensors) { return tensors.empty() ? nullptr : &tensors[0]; }
 
 Shape with_leading(std::int64_t leading, const Shape& shape) {
   Shape out{leading};
@@ -330,8 +348,8 @@ void check_p2p_op(const P2POp& op, std::size_t index, const Tensor& first, const
 
 WorkPtr broadcast_async(const Tensor& tensor, int root, const Group& group) {
   constexpr std::string_view op = "broadcast";
-  check_tensor_op(tensor, group, op);
-  check_rank(root, "src", group, op);
+  check_tensor_collective(tensor, group, {.op = op, .root = root, .tensor = &tensor},
+                          [&] { check_rank(root, "src", group, op); });
   const Tensor packed = tensor.contiguous();
   WorkPtr work = group.backend(tensor.device()).broadcast(packed, root);
   if (group.rank() == root) return work;
@@ -342,8 +360,8 @@ void broadcast(const Tensor& tensor, int root, const Group& group) { broadcast_a
 
 WorkPtr all_reduce_async(const Tensor& tensor, const Group& group, ReduceOp op) {
   constexpr std::string_view name = "all_reduce";
-  check_tensor_op(tensor, group, name);
-  check_reduce_op(op, tensor.dtype(), name);
+  check_tensor_collective(tensor, group, {.op = name, .reduction = op, .tensor = &tensor},
+                          [&] { check_reduce_op(op, tensor.dtype(), name); });
   const Tensor packed = tensor.contiguous();
   return then_copy_back(group.backend(tensor.device()).all_reduce(packed, op), tensor, packed);
 }
@@ -352,9 +370,10 @@ void all_reduce(const Tensor& tensor, const Group& group, ReduceOp op) { all_red
 
 WorkPtr reduce_async(const Tensor& tensor, int root, const Group& group, ReduceOp op) {
   constexpr std::string_view name = "reduce";
-  check_tensor_op(tensor, group, name);
-  check_rank(root, "dst", group, name);
-  check_reduce_op(op, tensor.dtype(), name);
+  check_tensor_collective(tensor, group, {.op = name, .root = root, .reduction = op, .tensor = &tensor}, [&] {
+    check_rank(root, "dst", group, name);
+    check_reduce_op(op, tensor.dtype(), name);
+  });
   const Tensor packed = tensor.contiguous();
   WorkPtr work = group.backend(tensor.device()).reduce(packed, root, op);
   if (group.rank() != root) return work;
@@ -368,7 +387,7 @@ void reduce(const Tensor& tensor, int root, const Group& group, ReduceOp op) {
 // ---- gathers ---------------------------------------------------------------------------------------
 
 Pending<std::vector<Tensor>> all_gather_async(const Tensor& tensor, const Group& group) {
-  check_tensor_op(tensor, group, "all_gather");
+  check_tensor_collective(tensor, group, {.op = "all_gather", .tensor = &tensor});
   const Tensor output = empty_like_shape(with_leading(group.size(), tensor.shape()), tensor);
   WorkPtr work = group.backend(tensor.device()).all_gather(output, tensor.contiguous());
   return {std::move(work), blocks_of(output)};
@@ -381,8 +400,9 @@ std::vector<Tensor> all_gather(const Tensor& tensor, const Group& group) {
 
 Pending<Tensor> all_gather_into_tensor_async(const Tensor& tensor, const Group& group) {
   constexpr std::string_view op = "all_gather_into_tensor";
-  check_tensor_op(tensor, group, op);
-  if (tensor.dim() == 0) invalid(op, "tensor is zero-dimensional and has no dimension 0 to concatenate along");
+  check_tensor_collective(tensor, group, {.op = op, .tensor = &tensor}, [&] {
+    if (tensor.dim() == 0) invalid(op, "tensor is zero-dimensional and has no dimension 0 to concatenate along");
+  });
   Shape shape = tensor.shape();
   shape[0] = rows_times(shape[0], group.size(), op);
   const Tensor output = empty_like_shape(std::move(shape), tensor);
@@ -396,8 +416,8 @@ Tensor all_gather_into_tensor(const Tensor& tensor, const Group& group) {
 
 Pending<std::vector<Tensor>> gather_async(const Tensor& tensor, int root, const Group& group) {
   constexpr std::string_view op = "gather";
-  check_tensor_op(tensor, group, op);
-  check_rank(root, "dst", group, op);
+  check_tensor_collective(tensor, group, {.op = op, .root = root, .tensor = &tensor},
+                          [&] { check_rank(root, "dst", group, op); });
   const bool is_root = group.rank() == root;
   const Tensor output = is_root ? empty_like_shape(with_leading(group.size(), tensor.shape()), tensor) : Tensor{};
   WorkPtr work = group.backend(tensor.device()).gather(output, tensor.contiguous(), root);
@@ -413,7 +433,8 @@ std::vector<Tensor> gather(const Tensor& tensor, int root, const Group& group) {
 
 Pending<Tensor> scatter_async(std::span<const Tensor> inputs, int root, const Group& group) {
   check_member(group, "scatter");
-  check_rank(root, "src", group, "scatter");
+  // The root's inputs are checked in the announcement round that follows, which every rank joins.
+  check_collective({.op = "scatter", .root = root}, group, [&] { check_rank(root, "src", group, "scatter"); });
   const TensorHeader block = announce_scatter(inputs, root, group);
   const bool is_root = group.rank() == root;
   const Device device = is_root ? inputs[0].device() : device_of_kind(block.device_type);
@@ -430,8 +451,10 @@ Tensor scatter(std::span<const Tensor> inputs, int root, const Group& group) {
 Pending<Tensor> reduce_scatter_async(std::span<const Tensor> inputs, const Group& group, ReduceOp op) {
   constexpr std::string_view name = "reduce_scatter";
   check_member(group, name);
-  check_per_rank_list(inputs, "inputs", group, name);
-  check_reduce_op(op, inputs[0].dtype(), name);
+  check_collective({.op = name, .reduction = op, .tensor = first_of(inputs)}, group, [&] {
+    check_per_rank_list(inputs, "inputs", group, name);
+    check_reduce_op(op, inputs[0].dtype(), name);
+  });
   const Tensor output = empty_like_shape(inputs[0].shape(), inputs[0]);
   WorkPtr work = group.backend(output.device()).reduce_scatter(output, Tensor::stack(inputs), op);
   return {std::move(work), output};
@@ -444,12 +467,14 @@ Tensor reduce_scatter(std::span<const Tensor> inputs, const Group& group, Reduce
 Pending<Tensor> reduce_scatter_tensor_async(const Tensor& input, const Group& group, ReduceOp op) {
   constexpr std::string_view name = "reduce_scatter_tensor";
   check_member(group, name);
-  check_defined(input, "input", name);
-  check_reduce_op(op, input.dtype(), name);
-  if (input.dim() == 0 || input.size(0) % group.size() != 0) {
-    invalid(name, "input of shape " + shape_str(input.shape()) + " does not split into " +
-                      std::to_string(group.size()) + " equal blocks along dimension 0");
-  }
+  check_collective({.op = name, .reduction = op, .tensor = &input}, group, [&] {
+    check_defined(input, "input", name);
+    check_reduce_op(op, input.dtype(), name);
+    if (input.dim() == 0 || input.size(0) % group.size() != 0) {
+      invalid(name, "input of shape " + shape_str(input.shape()) + " does not split into " +
+                        std::to_string(group.size()) + " equal blocks along dimension 0");
+    }
+  });
   Shape shape = input.shape();
   shape[0] /= group.size();
   const Tensor output = empty_like_shape(std::move(shape), input);
@@ -466,7 +491,8 @@ Tensor reduce_scatter_tensor(const Tensor& input, const Group& group, ReduceOp o
 Pending<std::vector<Tensor>> all_to_all_async(std::span<const Tensor> inputs, const Group& group) {
   constexpr std::string_view op = "all_to_all";
   check_member(group, op);
-  check_per_rank_list(inputs, "inputs", group, op);
+  check_collective({.op = op, .tensor = first_of(inputs)}, group,
+                   [&] { check_per_rank_list(inputs, "inputs", group, op); });
   const Tensor stacked = Tensor::stack(inputs);
   const Tensor output = empty_like_shape(stacked.shape(), stacked);
   const std::vector<std::int64_t> counts(inputs.size(), inputs[0].numel());
@@ -482,8 +508,11 @@ std::vector<Tensor> all_to_all(std::span<const Tensor> inputs, const Group& grou
 Pending<Tensor> all_to_all_single_async(const Tensor& input, const Group& group, const AllToAllSplits& splits) {
   constexpr std::string_view op = "all_to_all_single";
   check_member(group, op);
-  check_defined(input, "input", op);
-  if (input.dim() == 0) invalid(op, "input is zero-dimensional and has no rows to split");
+  // Ranks may send different numbers of rows: only the dtype must agree.
+  check_collective({.op = op, .tensor = &input, .same_shape = false}, group, [&] {
+    check_defined(input, "input", op);
+    if (input.dim() == 0) invalid(op, "input is zero-dimensional and has no rows to split");
+  });
   const Shape row_shape(input.shape().begin() + 1, input.shape().end());
   const std::int64_t row_numel = numel_of(row_shape);
   const std::vector<std::int64_t> input_splits = input_splits_for(input, splits, group, op);
@@ -506,6 +535,7 @@ Tensor all_to_all_single(const Tensor& input, const Group& group, const AllToAll
 
 WorkPtr barrier_async(const Group& group) {
   check_member(group, "barrier");
+  check_collective({.op = "barrier"}, group, [] {});
   return metadata_backend(group).barrier();
 }
 

@@ -1,0 +1,143 @@
+#include "comm/collective_check.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "comm/dist_internal.hpp"
+
+namespace tensortree::dist::detail {
+
+namespace {
+
+constexpr std::string_view kDebugVariable = "TENSORTREE_DISTRIBUTED_DEBUG";
+
+// One rank's call as fixed-size int64 words, so one all-gather carries every rank's.
+constexpr std::size_t kOpNameWords = 4;  // the first 32 bytes of the operation's name
+constexpr std::size_t kMaxDims = 16;     // dimensions compared; ndim is compared whole
+struct CallWords {
+  enum Slot : std::size_t { kRoot = kOpNameWords, kReduction, kDType, kNDim, kDims, kVerdict = kDims + kMaxDims, kCount };
+  std::array<std::int64_t, kCount> words{};
+};
+
+constexpr std::int64_t kNone = -1;
+
+CallWords encode(const CollectiveCall& call, bool arguments_valid) {
+  CallWords out;
+  std::memcpy(out.words.data(), call.op.data(), std::min(call.op.size(), kOpNameWords * sizeof(std::int64_t)));
+  out.words[CallWords::kRoot] = call.root;
+  out.words[CallWords::kReduction] = call.reduction ? static_cast<std::int64_t>(*call.reduction) : kNone;
+  const bool has_tensor = call.tensor != nullptr && call.tensor->defined();
+  out.words[CallWords::kDType] = has_tensor ? static_cast<std::int64_t>(call.tensor->dtype()) : kNone;
+  out.words[CallWords::kNDim] = has_tensor && call.same_shape ? call.tensor->dim() : kNone;
+  if (has_tensor && call.same_shape) {
+    const Shape& shape = call.tensor->shape();
+    std::copy_n(shape.begin(), std::min(shape.size(), kMaxDims), out.words.begin() + CallWords::kDims);
+  }
+  out.words[CallWords::kVerdict] = arguments_valid ? 1 : 0;
+  return out;
+}
+
+// What one field of a rank's call says, for the message.
+using FieldReader = std::string (*)(const std::int64_t* words);
+
+std::string op_field(const std::int64_t* words) {
+  char name[kOpNameWords * sizeof(std::int64_t) + 1] = {};
+  std::memcpy(name, words, kOpNameWords * sizeof(std::int64_t));
+  return name;
+}
+std::string root_field(const std::int64_t* words) {
+  return words[CallWords::kRoot] == kNone ? "none" : std::to_string(words[CallWords::kRoot]);
+}
+std::string reduction_field(const std::int64_t* words) {
+  const std::int64_t op = words[CallWords::kReduction];
+  return op == kNone ? "none" : std::string(reduce_op_name(static_cast<ReduceOp>(op)));
+}
+std::string dtype_field(const std::int64_t* words) {
+  const std::int64_t dtype = words[CallWords::kDType];
+  return dtype == kNone ? "none" : std::string(dtype_name(static_cast<DType>(dtype)));
+}
+std::string shape_field(const std::int64_t* words) {
+  const std::int64_t ndim = words[CallWords::kNDim];
+  if (ndim == kNone) return "any";
+  std::string out = "[";
+  for (std::int64_t d = 0; d < std::min<std::int64_t>(ndim, kMaxDims); ++d) {
+    if (d > 0) out += ", ";
+    out += std::to_string(words[CallWords::kDims + d]);
+  }
+  if (ndim > static_cast<std::int64_t>(kMaxDims)) out += ", ...";
+  return out + "]";
+}
+
+struct Field {
+  const char* name;
+  FieldReader read;
+};
+constexpr std::array<Field, 5> kFields{{{"operation", op_field},
+                                        {"root", root_field},
+                                        {"reduction", reduction_field},
+                                        {"dtype", dtype_field},
+                                        {"shape", shape_field}}};
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+// "shape: [3, 5] on ranks 0, 2; [4, 5] on rank 1" for each field on which the ranks differ.
+std::string disagreements(const std::vector<std::int64_t>& table, int ranks) {
+  std::string out;
+  for (const Field& field : kFields) {
+    std::map<std::string, std::vector<int>> ranks_by_value;
+    for (int r = 0; r < ranks; ++r) ranks_by_value[field.read(&table[r * CallWords::kCount])].push_back(r);
+    if (ranks_by_value.size() < 2) continue;
+    out += out.empty() ? "" : "; ";
+    out += std::string(field.name) + ":";
+    std::string separator = " ";
+    for (const auto& [value, holders] : ranks_by_value) {
+      out += separator + value + " on " + rank_list(holders);
+      separator = ", ";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool debug_mode_enabled() {
+  const char* value = std::getenv(kDebugVariable.data());
+  if (value == nullptr) return false;
+  const std::string_view setting(value);
+  if (setting == "DETAIL") return true;
+  if (setting.empty() || setting == "OFF" || setting == "INFO") return false;
+  throw InvalidArgument(std::string(kDebugVariable) + "=" + std::string(setting) + ": expected OFF, INFO or DETAIL");
+}
+
+void agree_on_collective(const CollectiveCall& call, const Group& group, std::exception_ptr local_error) {
+  const CallWords mine = encode(call, local_error == nullptr);
+  const int ranks = group.size();
+  Tensor gathered = Tensor::empty({ranks, static_cast<std::int64_t>(CallWords::kCount)}, {DType::Int64});
+  metadata_backend(group).all_gather(gathered, int64_tensor(mine.words))->wait();
+  const std::vector<std::int64_t> table = int64_values(gathered);
+
+  if (local_error) std::rethrow_exception(local_error);
+  std::vector<int> rejected;
+  for (int r = 0; r < ranks; ++r) {
+    if (table[r * CallWords::kCount + CallWords::kVerdict] == 0) rejected.push_back(r);
+  }
+  const std::string prefix = std::string(call.op) + " (" + std::string(kDebugVariable) + "=DETAIL): ";
+  if (!rejected.empty()) {
+    throw InvalidArgument(prefix + rank_list(rejected) + (rejected.size() == 1 ? " rejected its" : " rejected their") +
+                          " own arguments; no rank entered the collective");
+  }
+  const std::string differences = disagreements(table, ranks);
+  if (!differences.empty()) throw InvalidArgument(prefix + "the ranks' calls differ: " + differences);
+}
+
+}  // namespace tensortree::dist::detail
