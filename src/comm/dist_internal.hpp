@@ -1,11 +1,13 @@
-// What dist_ops.cpp, dist_variadic.cpp and dist_objects.cpp share: argument checks, byte views of
-// tensors, the fixed-size tensor header of the small rounds, and the point-to-point data round.
+// What the dist_ops files (dist_collectives, dist_all_to_all, dist_p2p, dist_variadic, dist_objects)
+// share: argument checks, byte views of tensors, the fixed-size tensor header of the small rounds,
+// the point-to-point data round, and the shapes of per-rank outputs. Defined in dist_internal.cpp.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -17,6 +19,10 @@
 namespace tensortree::dist::detail {
 
 // ---- argument checks: each throws InvalidArgument naming the operation and the argument ----------
+[[noreturn]] void invalid(std::string_view op, const std::string& message);
+// The first reason `tensors` is not one tensor per rank of a single shape, dtype and device; empty
+// when there is none. scatter sends it to its receivers instead of throwing at once.
+std::string per_rank_list_problem(std::span<const Tensor> tensors, std::string_view name, const Group& group);
 // This process is a member of `group` (the backends exist only for members).
 void check_member(const Group& group, std::string_view op);
 // `rank` (named `name`: "root", "dst", "src") is a rank of `group`.
@@ -63,6 +69,17 @@ Device device_of_kind(DeviceType type);
 
 // One allocation holding a tensor per header, each starting on a 64-byte boundary.
 std::vector<Tensor> allocate_blocks(std::span<const TensorHeader> headers, Device device);
+
+// ---- the shapes of per-rank outputs -----------------------------------------------------------------
+// The first tensor of a per-rank list, for the debug round; null when the list is empty.
+const Tensor* first_of(std::span<const Tensor> tensors);
+// `shape` behind a new leading dimension of `leading`.
+Shape with_leading(std::int64_t leading, const Shape& shape);
+Tensor empty_like_shape(Shape shape, const Tensor& like);
+// Each rank's block of a [group size, ...] buffer.
+std::vector<Tensor> blocks_of(const Tensor& stacked);
+// rows * factor, InvalidArgument naming `op` when it overflows int64.
+std::int64_t rows_times(std::int64_t rows, std::int64_t factor, std::string_view op);
 
 // ---- the point-to-point data round -----------------------------------------------------------------
 // Tags at or above this are dist_ops' own (user tags stay below; see kMaxUserTag in dist_ops.hpp).

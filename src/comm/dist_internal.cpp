@@ -1,0 +1,153 @@
+// What the dist_ops files share (dist_internal.hpp): argument checks, byte views of tensors, the
+// point-to-point data round, copy-back continuations and the shapes of per-rank outputs.
+#include "comm/dist_internal.hpp"
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "core/checked_math.hpp"
+#include "tensortree/dist_ops.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::dist::detail {
+
+namespace {
+
+std::string describe(const Tensor& tensor) {
+  return std::string(dtype_name(tensor.dtype())) + shape_str(tensor.shape()) + " on " + tensor.device().str();
+}
+
+}  // namespace
+
+[[noreturn]] void invalid(std::string_view op, const std::string& message) {
+  throw InvalidArgument(std::string(op) + ": " + message);
+}
+
+// The first reason `tensors` is not one tensor per rank of a single shape, dtype and device; empty
+// when there is none. scatter sends it to its receivers instead of throwing at once.
+std::string per_rank_list_problem(std::span<const Tensor> tensors, std::string_view name, const Group& group) {
+  const std::string list(name);
+  if (static_cast<int>(tensors.size()) != group.size()) {
+    return list + " holds " + std::to_string(tensors.size()) + " tensors; the group has " +
+           std::to_string(group.size()) + " ranks and needs one per rank";
+  }
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::string item = list + "[" + std::to_string(i) + "]";
+    if (!tensors[i].defined()) return item + " is undefined";
+    const Tensor& first = tensors[0];
+    if (tensors[i].dtype() != first.dtype() || tensors[i].shape() != first.shape() ||
+        tensors[i].device() != first.device()) {
+      return item + " is " + describe(tensors[i]) + " but " + list + "[0] is " + describe(first) +
+             "; every rank's tensor needs one shape, dtype and device";
+    }
+  }
+  return {};
+}
+
+void check_member(const Group& group, std::string_view op) {
+  if (group.size() == 0) invalid(op, "group is an empty Group (no communicator)");
+  if (!group.is_member()) invalid(op, "this process is not a member of group");
+}
+
+void check_rank(int rank, std::string_view name, const Group& group, std::string_view op) {
+  if (rank < 0 || rank >= group.size()) {
+    invalid(op, std::string(name) + " " + std::to_string(rank) + " is outside the group of " +
+                    std::to_string(group.size()) + " ranks");
+  }
+}
+
+void check_defined(const Tensor& tensor, std::string_view name, std::string_view op) {
+  if (!tensor.defined()) invalid(op, std::string(name) + " is undefined");
+}
+
+void check_tag(int tag, std::string_view name, std::string_view op) {
+  if (tag < 0 || tag > kMaxUserTag) {
+    invalid(op, std::string(name) + " " + std::to_string(tag) + " is outside 0.." + std::to_string(kMaxUserTag));
+  }
+}
+
+void check_per_rank_list(std::span<const Tensor> tensors, std::string_view name, const Group& group,
+                         std::string_view op) {
+  const std::string problem = per_rank_list_problem(tensors, name, group);
+  if (!problem.empty()) invalid(op, problem);
+}
+
+Backend& metadata_backend(const Group& group) { return group.backend(Device::cpu()); }
+
+Tensor byte_view(const Tensor& contiguous) {
+  return Tensor(contiguous.storage(), contiguous.byte_offset(), DType::UInt8,
+                {static_cast<std::int64_t>(contiguous.nbytes())}, {1});
+}
+
+Tensor int64_tensor(std::span<const std::int64_t> values) {
+  Tensor out = Tensor::empty({static_cast<std::int64_t>(values.size())}, {DType::Int64});
+  if (!values.empty()) std::memcpy(out.data_ptr(), values.data(), values.size_bytes());
+  return out;
+}
+
+std::vector<std::int64_t> int64_values(const Tensor& tensor) {
+  const auto* first = tensor.data<std::int64_t>();
+  return {first, first + tensor.numel()};
+}
+
+void ByteExchange::send(const Tensor& contiguous, int peer) {
+  if (contiguous.nbytes() == 0) return;
+  ops_.push_back({P2POp::Kind::Send, byte_view(contiguous), peer, kInternalTag});
+}
+
+void ByteExchange::recv(const Tensor& contiguous, int peer) {
+  if (contiguous.nbytes() == 0) return;
+  ops_.push_back({P2POp::Kind::Recv, byte_view(contiguous), peer, kInternalTag});
+}
+
+WorkPtr ByteExchange::post(Backend& backend) const {
+  if (ops_.empty()) return Work::completed();
+  return backend.batch_p2p(ops_);
+}
+
+WorkPtr then_copy_back(WorkPtr work, std::vector<CopyBack> copies) {
+  if (copies.empty()) return work;
+  // The lambda keeps the packed copies alive until the transfer that writes them has finished.
+  return Work::then(std::move(work), [copies = std::move(copies)] {
+    for (const CopyBack& copy : copies) copy.destination.copy_(copy.packed);
+  });
+}
+
+WorkPtr then_copy_back(WorkPtr work, const Tensor& destination, const Tensor& packed) {
+  if (packed.storage() == destination.storage()) return work;  // the caller's own memory was used
+  return then_copy_back(std::move(work), std::vector<CopyBack>{{destination, packed}});
+}
+
+// The first tensor of a per-rank list, for the debug round; null when the list is empty.
+const Tensor* first_of(std::span<const Tensor> tensors) { return tensors.empty() ? nullptr : &tensors[0]; }
+
+Shape with_leading(std::int64_t leading, const Shape& shape) {
+  Shape out{leading};
+  out.insert(out.end(), shape.begin(), shape.end());
+  return out;
+}
+
+Tensor empty_like_shape(Shape shape, const Tensor& like) {
+  return Tensor::empty(std::move(shape), {like.dtype(), like.device()});
+}
+
+// Each rank's block of a [group size, ...] buffer.
+std::vector<Tensor> blocks_of(const Tensor& stacked) {
+  std::vector<Tensor> blocks;
+  blocks.reserve(static_cast<std::size_t>(stacked.size(0)));
+  for (std::int64_t r = 0; r < stacked.size(0); ++r) blocks.push_back(stacked.select(0, r));
+  return blocks;
+}
+
+std::int64_t rows_times(std::int64_t rows, std::int64_t factor, std::string_view op) {
+  const std::optional<std::int64_t> product = tensortree::detail::checked_mul(rows, factor);
+  if (!product) {
+    throw InvalidArgument(std::string(op) + ": " + std::to_string(rows) + " rows times " + std::to_string(factor) +
+                          " overflows int64");
+  }
+  return *product;
+}
+
+}  // namespace tensortree::dist::detail
