@@ -57,22 +57,24 @@ TEST_CASE("debug mode: matching collectives give the usual results", "[debug]") 
   CHECK(mismatch(tensor, DType::Int64, kShape, values_of(last_rank())) == "");
 }
 
-TEST_CASE("debug mode: a shape that differs on one rank fails every rank", "[debug]") {
+// The last rank's tensor differs from the others' in `shape` or `dtype`: every rank's all_reduce
+// must fail naming the field and the last rank's value.
+void check_one_rank_differs(const Shape& shape, DType dtype, const std::string& field, const std::string& value) {
   const DebugSetting detail("DETAIL");
   const Group& world = context().world();
-  Tensor tensor = rank_tensor(world_rank() == last_rank() ? Shape{4, 5} : kShape);
+  const bool odd_one = world_rank() == last_rank();
+  Tensor tensor = rank_tensor(odd_one ? shape : kShape, odd_one ? dtype : DType::Float32);
   CHECK_THROWS_WITH(dist::all_reduce(tensor, world),
-                    Catch::Contains("shape:") && Catch::Contains("[4, 5] on rank " + std::to_string(last_rank())));
+                    Catch::Contains(field + ":") && Catch::Contains(value + " on rank " + std::to_string(last_rank())));
   check_group_still_works(world);
 }
 
+TEST_CASE("debug mode: a shape that differs on one rank fails every rank", "[debug]") {
+  check_one_rank_differs({4, 5}, DType::Float32, "shape", "[4, 5]");
+}
+
 TEST_CASE("debug mode: dtypes of equal size that differ fail every rank", "[debug]") {
-  const DebugSetting detail("DETAIL");
-  const Group& world = context().world();
-  Tensor tensor = rank_tensor(kShape, world_rank() == last_rank() ? DType::Int32 : DType::Float32);
-  CHECK_THROWS_WITH(dist::all_reduce(tensor, world),
-                    Catch::Contains("dtype:") && Catch::Contains("int32 on rank " + std::to_string(last_rank())));
-  check_group_still_works(world);
+  check_one_rank_differs(kShape, DType::Int32, "dtype", "int32");
 }
 
 TEST_CASE("debug mode: ranks naming different roots fail every rank", "[debug]") {

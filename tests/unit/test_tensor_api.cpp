@@ -6,10 +6,12 @@
 #include <limits>
 #include <vector>
 
+#include "tensor_checks.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tensor.hpp"
 
 using namespace tensortree;
+using tensortree::test::require_values;
 
 namespace {
 
@@ -23,14 +25,6 @@ Tensor bools(Shape shape, const std::vector<int>& values) {
   auto* p = t.data<bool>();
   for (std::size_t i = 0; i < values.size(); ++i) p[i] = values[i] != 0;
   return t;
-}
-
-void require_values(const Tensor& tensor, const std::vector<double>& expected) {
-  REQUIRE(tensor.numel() == static_cast<std::int64_t>(expected.size()));
-  for (std::int64_t i = 0; i < tensor.numel(); ++i) {
-    INFO("element " << i);
-    REQUIRE(tensor.value_at_linear(i).real() == expected[static_cast<std::size_t>(i)]);
-  }
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "tensor_checks.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree.hpp"
 
 using namespace tensortree;
+using tensortree::test::require_values;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -25,15 +27,6 @@ Tensor rows_of(std::vector<std::int64_t> rows) {
   for (std::size_t i = 0; i < rows.size(); ++i)
     index.at<std::int64_t>({static_cast<std::int64_t>(i)}) = rows[i];
   return index;
-}
-
-// Every element, in C order, equals expected[i].
-void require_values(const Tensor& tensor, const std::vector<double>& expected) {
-  REQUIRE(tensor.numel() == static_cast<std::int64_t>(expected.size()));
-  for (std::int64_t i = 0; i < tensor.numel(); ++i) {
-    INFO("element " << i);
-    REQUIRE(tensor.value_at_linear(i).real() == expected[static_cast<std::size_t>(i)]);
-  }
 }
 
 // Every element, in C order, equals start + i * step.
