@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -24,8 +25,19 @@ struct TT_API GroupOptions {
   // Timeout (naming the operation, the peer and this limit). Must be positive.
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
 
+  // The most bytes this rank allocates for a message whose size only a peer's bytes vouch for: a
+  // new tree arriving in from_remote_init, a broadcast into an empty tree, gathered blocks, object
+  // payloads, variadic-shape tensors, a message of unknown length. A larger claim (or one whose
+  // sum overflows) is CorruptData naming the peer, the bytes claimed and this limit, raised before
+  // anything is allocated; raise the limit for larger legitimate messages. Where this rank already
+  // holds a tree of the sender's layout the claim must match that layout instead, whatever this
+  // limit. A refused claim does not take part in the transfer the sender started, so give every
+  // rank of a group the same limit.
+  std::uint64_t max_message_bytes = std::uint64_t{1} << 30;
+
   // The defaults, with `timeout` taken from TENSORTREE_TIMEOUT_MS where that is set (a positive
-  // number of milliseconds; anything else is InvalidArgument).
+  // number of milliseconds) and `max_message_bytes` from TENSORTREE_MAX_MESSAGE_BYTES (a positive
+  // number of bytes); anything else is InvalidArgument.
   static GroupOptions from_environment();
 };
 

@@ -11,6 +11,7 @@
 #include <boost/archive/impl/basic_binary_iprimitive.ipp>
 
 #include "comm/dist_internal.hpp"
+#include "comm/peer_claims.hpp"
 #include "core/envelope.hpp"
 #include "tensortree/dist_ops.hpp"
 
@@ -61,11 +62,15 @@ std::vector<Bytes> bytes_of_each(const std::vector<Tensor>& views) {
   return out;
 }
 
-std::int64_t checked_size(std::int64_t size, int sender, std::string_view op) {
+// A payload size from the size round: non-negative and within the group's limit, before the
+// bytes are allocated.
+std::int64_t checked_size(std::int64_t size, int sender, const Group& group, std::string_view op) {
   if (size < 0) {
     throw CorruptData(std::string(op) + ": rank " + std::to_string(sender) + " announced " + std::to_string(size) +
                       " bytes");
   }
+  tensortree::detail::check_peer_claim(group, sender, static_cast<std::uint64_t>(size),
+                                       std::string(op) + ": the object payload");
   return size;
 }
 
@@ -96,7 +101,7 @@ void broadcast_bytes(Bytes& bytes, int root, const Group& group) {
   Backend& backend = metadata_backend(group);
   const Tensor size = int64_tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(bytes.size())});
   backend.broadcast(size, root)->wait();
-  if (group.rank() != root) bytes.resize(static_cast<std::size_t>(checked_size(int64_values(size)[0], root, op)));
+  if (group.rank() != root) bytes.resize(static_cast<std::size_t>(checked_size(int64_values(size)[0], root, group, op)));
   if (!bytes.empty()) backend.broadcast(bytes_tensor(bytes), root)->wait();
 }
 
@@ -131,7 +136,7 @@ Bytes scatter_bytes(std::span<const Bytes> per_rank, int root, const Group& grou
     }
     mine = per_rank[static_cast<std::size_t>(root)];
   } else {
-    mine.resize(static_cast<std::size_t>(checked_size(size, root, op)));
+    mine.resize(static_cast<std::size_t>(checked_size(size, root, group, op)));
     exchange.recv(bytes_tensor(mine), root);
   }
   exchange.post(backend)->wait();
@@ -162,7 +167,7 @@ Bytes recv_bytes(int src, const Group& group, int tag) {
   const WorkPtr size_received = backend.recv(size, src, tag);
   size_received->wait();
   const int sender = src == kAnySource ? size_received->source_rank() : src;
-  Bytes bytes(static_cast<std::size_t>(checked_size(int64_values(size)[0], sender, op)));
+  Bytes bytes(static_cast<std::size_t>(checked_size(int64_values(size)[0], sender, group, op)));
   if (!bytes.empty()) backend.recv(bytes_tensor(bytes), sender, tag)->wait();
   return bytes;
 }

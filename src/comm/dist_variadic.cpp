@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "comm/dist_internal.hpp"
+#include "comm/peer_claims.hpp"
 #include "core/checked_math.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/error.hpp"
@@ -78,7 +79,12 @@ std::vector<Tensor> allocate_blocks(std::span<const TensorHeader> headers, Devic
   std::size_t total = 0;
   for (const TensorHeader& header : headers) {
     offsets.push_back(total);
-    total += aligned(header.nbytes());
+    const std::optional<std::size_t> next = tensortree::detail::checked_add(total, aligned(header.nbytes()));
+    if (!next) {
+      throw CorruptData("variadic shapes: " + std::to_string(headers.size()) +
+                        " blocks whose sizes overflow 64 bits together; nothing was allocated");
+    }
+    total = *next;
   }
   const StoragePtr storage = Storage::allocate(total, device);
   std::vector<Tensor> blocks;
@@ -128,6 +134,23 @@ std::vector<TensorHeader> all_to_all_headers(std::span<const Tensor> inputs, con
   return headers;
 }
 
+// Before allocate_blocks: every block a peer claims (headers[r] came from rank r) within the group's
+// limit, and their aligned sum within 64 bits. Collectives whose ranks all see every header run it
+// on every rank, so that all of them refuse together and none is left waiting.
+void check_block_claims(std::span<const TensorHeader> headers, const Group& group, std::string_view op) {
+  std::uint64_t total = 0;
+  for (std::size_t r = 0; r < headers.size(); ++r) {
+    const int sender = static_cast<int>(r);
+    const std::string what = std::string(op) + ": the tensor";
+    // decode_header has checked that numel × itemsize fits an int64.
+    const std::uint64_t bytes = headers[r].nbytes();
+    tensortree::detail::check_peer_claim(group, sender, bytes, what);
+    const std::optional<std::uint64_t> padded = tensortree::detail::checked_align_up(bytes);
+    if (!padded) tensortree::detail::peer_claim_sum(sender, {bytes, tensortree::detail::kByteAlignment}, what);
+    total = tensortree::detail::peer_claim_sum(sender, {total, *padded}, what + "s gathered so far");
+  }
+}
+
 // Every tensor moves through one backend, so every rank's must be on the same kind of device.
 void check_one_device_kind(std::span<const TensorHeader> headers, DeviceType mine, std::string_view op) {
   for (std::size_t r = 0; r < headers.size(); ++r) {
@@ -162,6 +185,7 @@ Pending<std::vector<Tensor>> all_gather_variadic_shape_async(const Tensor& tenso
   check_defined(tensor, "tensor", op);
   const std::vector<TensorHeader> headers = all_gather_headers(tensor, group, op);
   check_one_device_kind(headers, tensor.device().type(), op);
+  check_block_claims(headers, group, op);
   std::vector<Tensor> outputs = allocate_blocks(headers, tensor.device());
   const Tensor packed = tensor.contiguous();
   const int me = group.rank();
@@ -187,6 +211,8 @@ Pending<std::vector<Tensor>> gather_variadic_shape_async(const Tensor& tensor, i
   check_defined(tensor, "tensor", op);
   const std::vector<TensorHeader> headers = all_gather_headers(tensor, group, op);
   check_one_device_kind(headers, tensor.device().type(), op);
+  // Every rank sees every header: all refuse what the root would, and no sender is left waiting.
+  check_block_claims(headers, group, op);
   const Tensor packed = tensor.contiguous();
   ByteExchange exchange;
   if (group.rank() != root) {
@@ -213,6 +239,7 @@ Pending<std::vector<Tensor>> all_to_all_variadic_shape_async(std::span<const Ten
   const std::vector<TensorHeader> headers = all_to_all_headers(inputs, group, op);
   const Device device = inputs[0].device();
   check_one_device_kind(headers, device.type(), op);
+  check_block_claims(headers, group, op);
   std::vector<Tensor> outputs = allocate_blocks(headers, device);
   const int me = group.rank();
   outputs[static_cast<std::size_t>(me)].copy_(inputs[static_cast<std::size_t>(me)]);

@@ -1,7 +1,10 @@
 #include "tensortree/group.hpp"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -10,18 +13,34 @@
 
 namespace tensortree {
 
-GroupOptions GroupOptions::from_environment() {
-  GroupOptions options;
-  const char* text = std::getenv("TENSORTREE_TIMEOUT_MS");
-  if (!text || !*text) return options;
+namespace {
+
+// The positive integer in environment variable `name`, or nullopt where it is unset or empty;
+// InvalidArgument naming `unit` for anything else.
+std::optional<std::uint64_t> positive_from_environment(const char* name, const char* unit) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return std::nullopt;
   char* end = nullptr;
   errno = 0;
-  const long long milliseconds = std::strtoll(text, &end, 10);
-  if (errno != 0 || *end != '\0' || milliseconds <= 0) {
-    throw InvalidArgument(std::string("TENSORTREE_TIMEOUT_MS must be a positive number of milliseconds, got '") +
-                          text + "'");
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  // strtoull accepts a sign (and negates); only digits are a number here.
+  if (errno != 0 || *end != '\0' || value == 0 || text[0] < '0' || text[0] > '9' ||
+      value > static_cast<unsigned long long>(std::numeric_limits<std::int64_t>::max())) {
+    throw InvalidArgument(std::string(name) + " must be a positive number of " + unit + ", got '" + text + "'");
   }
-  options.timeout = std::chrono::milliseconds(milliseconds);
+  return value;
+}
+
+}  // namespace
+
+GroupOptions GroupOptions::from_environment() {
+  GroupOptions options;
+  if (const auto milliseconds = positive_from_environment("TENSORTREE_TIMEOUT_MS", "milliseconds")) {
+    options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(*milliseconds));
+  }
+  if (const auto bytes = positive_from_environment("TENSORTREE_MAX_MESSAGE_BYTES", "bytes")) {
+    options.max_message_bytes = *bytes;
+  }
   return options;
 }
 

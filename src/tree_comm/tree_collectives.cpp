@@ -16,6 +16,7 @@
 #include "tree/consolidation_access.hpp"
 #include "comm/agreement.hpp"
 #include "comm/dist_internal.hpp"
+#include "comm/peer_claims.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/schema.hpp"
 #include "tensortree/transfer.hpp"
@@ -158,16 +159,31 @@ WorkPtr broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
   const Device device = dist::detail::device_of_kind(sent.device);
   const std::uint64_t total = sent.header.payload_bytes;
   Backend& backend = group.backend(device);
+  // The announcement is the root's word: overflow-checked and bounded before anything is allocated.
+  // A rank holding a tree of the announced layout expects exactly its payload (and at most a
+  // schema within the limit); any other rank, the group's limit for the whole message.
+  const bool expected = !mine.empty && !mine.problem && mine.schema->fingerprint() == sent.header.fingerprint;
+  if (expected && total != mine.schema->total_bytes()) {
+    throw CorruptData("broadcast: the root (rank " + std::to_string(root) + ") announced " + std::to_string(total) +
+                      " payload bytes for layout fingerprint " + std::to_string(sent.header.fingerprint) +
+                      ", which has " + std::to_string(mine.schema->total_bytes()) + " on this rank");
+  }
   // The announcement already vouched for the layout: a consolidated tree of it takes the bytes in place.
-  const bool direct = !mine.empty && !mine.problem && sent.header.schema_bytes == 0 &&
-                      mine.schema->fingerprint() == sent.header.fingerprint && tree.is_consolidated() &&
+  const bool direct = expected && sent.header.schema_bytes == 0 && tree.is_consolidated() &&
                       tree.storage()->device() == device;
   if (direct) {
     return backend.broadcast(detail::bytes_of(tree.storage(), 0, total), root);
   }
-  const std::size_t length = total + sent.header.schema_bytes;
-  const StoragePtr buffer = mine.empty ? Storage::allocate(std::max<std::size_t>(length, total + kWireHeaderBytes), device)
-                                       : detail::spare_buffer(group, length, device);
+  if (expected) detail::check_peer_claim(group, root, sent.header.schema_bytes, "broadcast: the root's schema");
+  const std::size_t length = expected ? detail::peer_claim_sum(root, {total, sent.header.schema_bytes}, "broadcast")
+                                      : detail::checked_peer_claim(group, root, {total, sent.header.schema_bytes},
+                                                                   "broadcast: the root's announced tree");
+  // A new tree keeps room for a wire header behind its payload, so that it can be sent on as it is.
+  const std::size_t room =
+      mine.empty ? std::max<std::size_t>(length, detail::checked_peer_claim(group, root, {total, kWireHeaderBytes},
+                                                                            "broadcast: the root's announced tree"))
+                 : length;
+  const StoragePtr buffer = mine.empty ? Storage::allocate(room, device) : detail::spare_buffer(group, length, device);
   WorkPtr arriving = backend.broadcast(detail::bytes_of(buffer, 0, length), root);
   auto registry = LayoutRegistry::of(group);
   return Work::then(std::move(arriving), [target = &tree, mine, sent, buffer, device, root, registry] {
@@ -238,7 +254,9 @@ ArrivedTree tree_in_block(const Tensor& block, int sender, const char* op) {
   if (block.nbytes() < kWireHeaderBytes) corrupt("is shorter than a wire header");
   const WireHeader header = detail::read_wire_header(first, device, sender, op);
   const std::size_t room = block.nbytes() - kWireHeaderBytes;
-  if (header.schema_bytes > room || padded(header.schema_bytes) + header.payload_bytes != room) {
+  // Checked: a payload size near 2^64 must not wrap the sum into the block's length.
+  if (header.schema_bytes > room ||
+      detail::peer_claim_sum(sender, {padded(header.schema_bytes), header.payload_bytes}, op) != room) {
     corrupt("has " + std::to_string(block.nbytes()) + " bytes, not the header's " +
             std::to_string(header.schema_bytes) + " schema bytes and " + std::to_string(header.payload_bytes) +
             " payload bytes");

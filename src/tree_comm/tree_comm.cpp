@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "comm/dist_internal.hpp"
+#include "comm/peer_claims.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/schema.hpp"
 #include "tensortree/transfer.hpp"
@@ -161,7 +162,11 @@ TensorTree TensorTree::from_remote_init(int src, const Group& group, const CommO
   const auto* first = static_cast<const std::byte*>(announced.bytes.data_ptr());
   auto schema = std::make_shared<const Schema>(Schema::decode({first, announced.bytes.nbytes()}));
   const Device device = dist::detail::device_of_kind(schema->storage_device());
-  const StoragePtr storage = Storage::allocate(schema->total_bytes() + kWireHeaderBytes, device);
+  // The schema is consistent, but its size is only the peer's word: bounded before allocating.
+  const std::uint64_t length = detail::checked_peer_claim(group, announced.source,
+                                                          {schema->total_bytes(), kWireHeaderBytes},
+                                                          "from_remote_init: the tree its schema announces");
+  const StoragePtr storage = Storage::allocate(length, device);
   post_tree_receive(storage, schema, announced.source, group, options.tag, [](const StoragePtr&) {})->wait();
   return from_consolidated(storage, std::move(schema));
 }

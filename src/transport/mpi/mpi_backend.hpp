@@ -23,6 +23,10 @@ struct MpiBackendOptions {
   // The longest a blocking wait on one operation may last (the group's GroupOptions::timeout);
   // past it the wait throws Timeout.
   std::chrono::milliseconds timeout = kUnbounded;
+  // The longest message recv_message allocates for (the group's GroupOptions::max_message_bytes):
+  // a longer one is received into nothing (so that the sender is not left waiting) and refused
+  // as CorruptData naming the sender, its length and this limit.
+  std::uint64_t max_message_bytes = std::uint64_t{1} << 30;
 };
 
 class MpiBackend final : public Backend {

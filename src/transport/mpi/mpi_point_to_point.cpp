@@ -1,5 +1,6 @@
 // MpiBackend's point-to-point operations: send, recv, batches of both, the matched receive of a
 // message of unknown length, and the barrier.
+#include <cstdint>
 #include <string>
 
 #include "transport/mpi/mpi_argument_check.hpp"
@@ -56,6 +57,16 @@ ReceivedMessage MpiBackend::recv_message(int src, int tag) {
   wait_bounded(arrived, bound.timeout, [&] { return timed_out(bound, rank_); }, WaitStyle::Spin);
   MPI_Count length = 0;
   TT_MPI_CHECK(MPI_Get_elements_x(&status, MPI_BYTE, &length));
+  if (length < 0 || static_cast<std::uint64_t>(length) > options_.max_message_bytes) {
+    // Matched already: take it off the wire into no buffer (MPI reports the truncation, which is
+    // expected here), then refuse it without allocating.
+    char nothing = 0;
+    MPI_Mrecv(&nothing, 0, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+    throw CorruptData("recv_message: rank " + std::to_string(status.MPI_SOURCE) + " sent a message of " +
+                      std::to_string(static_cast<long long>(length)) + " bytes, more than this rank's limit of " +
+                      std::to_string(options_.max_message_bytes) +
+                      " bytes (GroupOptions::max_message_bytes); nothing was allocated");
+  }
   ReceivedMessage received{Tensor::empty({static_cast<std::int64_t>(length)}, {DType::UInt8}), status.MPI_SOURCE};
   MpiWork work(rank_, bound);
   const Block block = block_of(length, DType::UInt8, options_.max_count, work);
