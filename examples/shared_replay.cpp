@@ -108,7 +108,7 @@ int run(const DistributedContext& context, std::int64_t steps, int batch_size, c
   int failures = 0;
   if (rank > 0) {
     // Each actor writes only rows [(rank - 1) * steps, rank * steps): no locks needed.
-    const TensorTree replay = load_memmap(dir, {.mode = MemmapMode::ReadWrite});
+    const TensorTree replay = TensorTree::load_memmap(dir, {.mode = MemmapMode::ReadWrite});
     const TensorTree mine = replay.slice(0, {(rank - 1) * steps, rank * steps});
     const TensorTree traj = trajectory(rank, steps);
     for (const auto& [path, leaf] : traj.leaves()) mine.get(path).copy_(leaf);
@@ -118,7 +118,7 @@ int run(const DistributedContext& context, std::int64_t steps, int batch_size, c
   dist::barrier(world);
 
   if (rank == 0) {
-    const TensorTree replay = load_memmap(dir, {.random_access = true});
+    const TensorTree replay = TensorTree::load_memmap(dir, {.random_access = true});
     std::mt19937_64 random(2024);
     std::uniform_int_distribution<std::int64_t> pick(0, capacity - 1);
     std::vector<std::int64_t> rows(static_cast<std::size_t>(batch_size));

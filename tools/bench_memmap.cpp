@@ -94,7 +94,7 @@ std::vector<char> flat_bytes(const TensorTree& tree) {
 
 // Maps the tree and copies every leaf into `dst`: what a reader pays to see all of it.
 void load_and_read_all(const fs::path& dir, std::vector<char>& dst) {
-  const TensorTree loaded = load_memmap(dir);
+  const TensorTree loaded = TensorTree::load_memmap(dir);
   std::size_t offset = 0;
   for (const auto& [path, leaf] : loaded.leaves()) {
     std::memcpy(dst.data() + offset, leaf.data_ptr(), leaf.nbytes());
@@ -111,11 +111,11 @@ void run_case(int leaves, const Config& config, bench::Table& table) {
   const MemmapOptions options{.overwrite = MemmapOverwrite::Replace, .threads = config.threads, .durable = config.durable};
 
   TensorTree saved = source;
-  memmap_(saved, tree_dir, options);
+  saved.memmap_(tree_dir, options);
   check(saved.equal(source), "memmap_ changed the tree's values");
   const double t_save = bench::time_per_call([&] {
     TensorTree copy = source;
-    memmap_(copy, tree_dir, options);
+    copy.memmap_(tree_dir, options);
   }, 0.5, 3, 1000, 1);
   const double t_write = bench::time_per_call([&] { write_file(plain_file, expected, config.durable); }, 0.5, 3, 1000, 1);
 

@@ -1,5 +1,5 @@
-// Memory-mapped trees in TensorDict's directory layout: what memmap_() writes, Python's
-// TensorDict.load_memmap() opens, and what TensorDict writes, load_memmap() opens.
+// Memory-mapped trees in TensorDict's directory layout: what tree.memmap_() writes, Python's
+// TensorDict.load_memmap() opens, and what TensorDict writes, TensorTree::load_memmap() opens.
 //
 //   dir/meta.json            {"<child>": {"type": "TensorDict"}, "<leaf>": {"device": "cpu",
 //                             "shape": [..], "dtype": "torch.float32", "is_nested": false},
@@ -65,32 +65,37 @@ struct LoadMemmapOptions {
   bool random_access = false;
 };
 
-// Writes `tree` under `dir` crash-safely (a temporary sibling directory, fsync'd, renamed into place)
-// and makes its leaves views of the mapped files (read-write), so later in-place writes go to the
-// files. A killed save leaves the previous tree loadable; of two concurrent saves one wins.
-// InvalidArgument for keys meta.json cannot hold ("shape", "device", "_type" and non-UTF-8 keys).
-TT_API void memmap_(TensorTree& tree, const std::filesystem::path& dir, const MemmapOptions& options = {});
-
-// Maps the tree saved under `dir`. The mappings are shared with every process that maps the files:
-// a file truncated by someone else while mapped makes touching its lost pages fault (SIGBUS), as
-// with any mmap. CorruptData (naming the file, the key path and the sizes) for
-// anything that breaks the layout: missing or truncated files, symbolic links, bad meta.json fields;
-// a leaf of zero bytes needs no file (TensorDict writes none). A file longer than its leaf is
-// CorruptData too, although TensorDict reads only the bytes it needs: meta.json and the file then
-// disagree, and which one is wrong cannot be told. NotSupported for TensorDict features this library has no counterpart for (nested tensors,
-// tensorclasses, non-tensor data).
-TT_API TensorTree load_memmap(const std::filesystem::path& dir, const LoadMemmapOptions& options = {});
-
-// A tree of `tree`'s structure, dtypes and shapes under `dir`, zero-filled: the files are sparse
-// (ftruncate), so nothing is written but the metadata. Its leaves view the files read-write.
-TT_API TensorTree memmap_like(const TensorTree& tree, const std::filesystem::path& dir,
-                              const MemmapOptions& options = {});
+// ---- saving and loading: TensorTree's members (declared in tree.hpp) -------------------------------
+// As in TensorDict, one way to say each: tree.memmap_(dir), tree.memmap_like(dir) and
+// TensorTree::load_memmap(dir), each with an optional options argument (MemmapOptions,
+// LoadMemmapOptions above). Only empty_memmap, which has no member, is a free function.
+//
+// tree.memmap_(dir[, options]): writes the tree under `dir` crash-safely (a temporary sibling
+// directory, fsync'd, renamed into place) and makes its leaves views of the mapped files (read-write),
+// so later in-place writes go to the files. A killed save leaves the previous tree loadable; of two
+// concurrent saves one wins. InvalidArgument for keys meta.json cannot hold ("shape", "device",
+// "_type" and non-UTF-8 keys).
+//
+// TensorTree::load_memmap(dir[, options]): maps the tree saved under `dir`. The mappings are shared
+// with every process that maps the files: a file truncated by someone else while mapped makes
+// touching its lost pages fault (SIGBUS), as with any mmap. CorruptData (naming the file, the key
+// path and the sizes) for anything that breaks the layout: missing or truncated files, symbolic
+// links, bad meta.json fields; a leaf of zero bytes needs no file (TensorDict writes none). A file
+// longer than its leaf is CorruptData too, although TensorDict reads only the bytes it needs:
+// meta.json and the file then disagree, and which one is wrong cannot be told. NotSupported for
+// TensorDict features this library has no counterpart for (nested tensors, tensorclasses, non-tensor
+// data).
+//
+// tree.memmap_like(dir[, options]): a tree of `tree`'s structure, dtypes and shapes under `dir`,
+// zero-filled: the files are sparse (ftruncate), so nothing is written but the metadata. Its leaves
+// view the files read-write.
 
 // Preallocates a tree of capacity `batch_size` on disk (a replay buffer of N steps): every leaf of
 // `templ` becomes a zero-filled leaf of shape batch_size + (its shape without the first
 // templ.batch_dims() dimensions), and every node's batch_size is rewritten the same way. So a
 // template holding one step (batch_size {}) and batch_size {N} gives leaves of shape {N, ...}.
-// Several processes can then load_memmap(dir, ReadWrite) and write disjoint rows.
+// Several processes can then TensorTree::load_memmap(dir, {.mode = ReadWrite}) and write disjoint
+// rows.
 TT_API TensorTree empty_memmap(const std::filesystem::path& dir, const TensorTree& templ, Shape batch_size,
                                const MemmapOptions& options = {});
 
@@ -121,8 +126,9 @@ struct MemmapListing {
   std::vector<std::string> problems;
 };
 
-// Reads only the meta.json files and the leaf files' sizes (stat). Throws as load_memmap() does for
-// broken metadata; leaf files that would fail the load are listed in `problems` instead.
+// Reads only the meta.json files and the leaf files' sizes (stat). Throws as
+// TensorTree::load_memmap() does for broken metadata; leaf files that would fail the load are
+// listed in `problems` instead.
 TT_API MemmapListing list_memmap(const std::filesystem::path& dir, const Path& sub_path = {});
 
 }  // namespace tensortree

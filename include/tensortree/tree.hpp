@@ -340,7 +340,10 @@ class TT_API TensorTree {
   WorkPtr reduce_async(int dst, const Group& group, ReduceOp op = ReduceOp::Sum);
   WorkPtr all_reduce_async(const Group& group, ReduceOp op = ReduceOp::Sum);
 
-  // ---- memory-mapped storage (memmap.cpp; layout, options and errors in memmap.hpp) -------------
+  // ---- memory-mapped storage (src/memmap/; layout, options and errors in memmap.hpp) ------------
+  // The only spelling of each (TensorDict's td.memmap_(dir), TensorDict.load_memmap(dir)). The
+  // one-argument overloads stand for options = {}: the option structs are incomplete here, so they
+  // cannot be default arguments.
   // Writes the tree in TensorDict's directory layout, crash-safe, and makes its leaves views of the
   // mapped files (later in-place writes go to the files).
   TensorTree& memmap_(const std::filesystem::path& dir);

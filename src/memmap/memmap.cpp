@@ -352,7 +352,7 @@ void list_node(const NodeDir& node, MemmapListing& out) {
 
 }  // namespace
 
-TensorTree load_memmap(const fs::path& dir, const LoadMemmapOptions& options) {
+TensorTree TensorTree::load_memmap(const fs::path& dir, const LoadMemmapOptions& options) {
   LoadState state{options.mode == MemmapMode::ReadWrite, options.random_access, nullptr};
   std::optional<CudaStager> stager;
   if (options.device.is_cuda()) {
@@ -370,27 +370,8 @@ MemmapListing list_memmap(const fs::path& dir, const Path& sub_path) {
   });
 }
 
-// ---- TensorTree's members: the functions above ----------------------------------------------------
+// ---- TensorTree's members (memmap_ and memmap_like are in memmap_save.cpp) ----------------------
 
-TensorTree& TensorTree::memmap_(const std::filesystem::path& dir) { return memmap_(dir, MemmapOptions{}); }
-
-TensorTree& TensorTree::memmap_(const std::filesystem::path& dir, const MemmapOptions& options) {
-  tensortree::memmap_(*this, dir, options);
-  return *this;
-}
-
-TensorTree TensorTree::memmap_like(const std::filesystem::path& dir) const {
-  return tensortree::memmap_like(*this, dir, {});
-}
-
-TensorTree TensorTree::memmap_like(const std::filesystem::path& dir, const MemmapOptions& options) const {
-  return tensortree::memmap_like(*this, dir, options);
-}
-
-TensorTree TensorTree::load_memmap(const std::filesystem::path& dir) { return tensortree::load_memmap(dir, {}); }
-
-TensorTree TensorTree::load_memmap(const std::filesystem::path& dir, const LoadMemmapOptions& options) {
-  return tensortree::load_memmap(dir, options);
-}
+TensorTree TensorTree::load_memmap(const std::filesystem::path& dir) { return load_memmap(dir, LoadMemmapOptions{}); }
 
 }  // namespace tensortree

@@ -403,7 +403,7 @@ TensorTree save(const TensorTree& tree, const fs::path& dir, const SaveRecipe& r
   }
   // Mapped before publishing, so the tree views exactly the files this save wrote even if another
   // save replaces them at `target` a moment later.
-  TensorTree mapped = load_memmap(temp.path(), {.mode = MemmapMode::ReadWrite});
+  TensorTree mapped = TensorTree::load_memmap(temp.path(), {.mode = MemmapMode::ReadWrite});
   publish(temp.path(), target, options.overwrite);
   if (options.durable) detail::fsync_directory(target.parent_path());
   return mapped;
@@ -411,13 +411,22 @@ TensorTree save(const TensorTree& tree, const fs::path& dir, const SaveRecipe& r
 
 }  // namespace
 
-void memmap_(TensorTree& tree, const fs::path& dir, const MemmapOptions& options) {
-  tree = save(tree, dir, SaveRecipe{}, options);
+// ---- TensorTree's members (load_memmap is in memmap.cpp) --------------------------------------------
+
+TensorTree& TensorTree::memmap_(const fs::path& dir) { return memmap_(dir, MemmapOptions{}); }
+
+TensorTree& TensorTree::memmap_(const fs::path& dir, const MemmapOptions& options) {
+  *this = save(*this, dir, SaveRecipe{}, options);
+  return *this;
 }
 
-TensorTree memmap_like(const TensorTree& tree, const fs::path& dir, const MemmapOptions& options) {
-  return save(tree, dir, SaveRecipe{false, tree.batch_size().size(), tree.batch_size()}, options);
+TensorTree TensorTree::memmap_like(const fs::path& dir) const { return memmap_like(dir, MemmapOptions{}); }
+
+TensorTree TensorTree::memmap_like(const fs::path& dir, const MemmapOptions& options) const {
+  return save(*this, dir, SaveRecipe{false, batch_size().size(), batch_size()}, options);
 }
+
+// ---- the free function with no member ---------------------------------------------------------------
 
 TensorTree empty_memmap(const fs::path& dir, const TensorTree& templ, Shape batch_size, const MemmapOptions& options) {
   (void)numel_of(batch_size);  // InvalidArgument for a negative size

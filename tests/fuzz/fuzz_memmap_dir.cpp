@@ -42,7 +42,7 @@ void write_files(std::string_view input) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   write_files(std::string_view(reinterpret_cast<const char*>(data), size));
   return fuzz::expect_typed_errors([] {
-    const tensortree::TensorTree tree = tensortree::load_memmap(scratch());
+    const tensortree::TensorTree tree = tensortree::TensorTree::load_memmap(scratch());
     std::uint64_t checksum = 0;  // touches every byte of every mapped leaf
     tree.for_each_leaf([&](const tensortree::Path&, const tensortree::Tensor& leaf) {
       const auto* bytes = static_cast<const unsigned char*>(leaf.data_ptr());

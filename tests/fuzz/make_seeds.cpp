@@ -72,7 +72,7 @@ void schema_and_wire_seeds(const fs::path& out, const std::vector<TensorTree>& t
 void memmap_seeds(const fs::path& out, const TensorTree& tree) {
   const fs::path dir = out / "tmp_memmap";
   TensorTree copy = tree.clone();
-  memmap_(copy, dir, {.overwrite = MemmapOverwrite::Replace});
+  copy.memmap_(dir, {.overwrite = MemmapOverwrite::Replace});
   const std::string cut = "\xff\xfe\xfd\xfc";
   const std::string joined = read(dir / "meta.json") + cut + read(dir / "next" / "meta.json") + cut +
                              read(dir / "x.memmap") + cut + read(dir / "next" / "y.memmap");

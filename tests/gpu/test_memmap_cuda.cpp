@@ -1,5 +1,5 @@
-// load_memmap(..., {.device = cuda}) copies each mapped leaf to the GPU through two pinned staging
-// buffers, chunk by chunk; memmap_ of a CUDA tree writes the same files as the CPU tree.
+// TensorTree::load_memmap(..., {.device = cuda}) copies each mapped leaf to the GPU through two
+// pinned staging buffers, chunk by chunk; memmap_ of a CUDA tree writes the same files as the CPU tree.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -28,14 +28,14 @@ TEST_CASE("a memmap tree loads onto the GPU byte for byte, across many staging c
   const ScratchDir scratch;
   TensorTree tree = mixed_tree();
   const TensorTree source = tree;
-  memmap_(tree, scratch / "t");
+  tree.memmap_(scratch / "t");
   for (const std::size_t staging : {std::size_t{4096}, std::size_t{16} << 20}) {
     INFO("staging " << staging);
-    const TensorTree gpu = load_memmap(scratch / "t", {.device = kGpu, .staging_bytes = staging});
+    const TensorTree gpu = TensorTree::load_memmap(scratch / "t", {.device = kGpu, .staging_bytes = staging});
     for (const auto& [path, leaf] : gpu.leaves()) REQUIRE(leaf.device() == kGpu);
     require_same_tree(gpu, source);
   }
-  const TensorTree next = load_memmap(scratch / "t", {.device = kGpu, .sub_path = {"next"}});
+  const TensorTree next = TensorTree::load_memmap(scratch / "t", {.device = kGpu, .sub_path = {"next"}});
   require_same_tree(next, source.subtree("next"));
 }
 
@@ -43,13 +43,13 @@ TEST_CASE("memmap_ of a CUDA tree writes the files the CPU tree writes") {
   const ScratchDir scratch;
   TensorTree cpu = mixed_tree();
   TensorTree gpu = cpu.to(kGpu);
-  memmap_(cpu, scratch / "cpu");
-  memmap_(gpu, scratch / "gpu");
+  cpu.memmap_(scratch / "cpu");
+  gpu.memmap_(scratch / "gpu");
   CHECK(gpu.get(Path{"next", "reward"}).device() == Device::cpu());  // the leaves now view the files
   for (const auto& [path, leaf] : cpu.leaves()) {
     INFO(path_str(path));
-    const auto cpu_leaf = load_memmap(scratch / "cpu").get(path);
-    CHECK(bytes_of(load_memmap(scratch / "gpu").get(path)) == bytes_of(cpu_leaf));
+    const auto cpu_leaf = TensorTree::load_memmap(scratch / "cpu").get(path);
+    CHECK(bytes_of(TensorTree::load_memmap(scratch / "gpu").get(path)) == bytes_of(cpu_leaf));
   }
   CHECK(read_text(scratch / "cpu" / "meta.json") == read_text(scratch / "gpu" / "meta.json"));
 }
@@ -57,10 +57,10 @@ TEST_CASE("memmap_ of a CUDA tree writes the files the CPU tree writes") {
 TEST_CASE("host-to-device throughput of a 512 MiB memmap load") {
   const ScratchDir scratch;
   TensorTree tree(Shape{512}, {{"frames", Tensor::arange({512, 1 << 20}, 1, 1, {DType::UInt8})}});
-  memmap_(tree, scratch / "big", {.durable = false});
-  (void)load_memmap(scratch / "big", {.device = kGpu});  // warm: the page cache and the CUDA context
+  tree.memmap_(scratch / "big", {.durable = false});
+  (void)TensorTree::load_memmap(scratch / "big", {.device = kGpu});  // warm: the page cache and the CUDA context
   const auto start = std::chrono::steady_clock::now();
-  const TensorTree gpu = load_memmap(scratch / "big", {.device = kGpu});
+  const TensorTree gpu = TensorTree::load_memmap(scratch / "big", {.device = kGpu});
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   WARN("load_memmap of 512 MiB onto " << kGpu.str() << ": " << 512.0 / 1024 / seconds << " GB/s (page cache -> pinned -> device)");
   const Tensor host = gpu.get("frames").to(Device::cpu());

@@ -76,11 +76,11 @@ TEST_CASE("a nested tree of every dtype, zero-size leaves and awkward keys round
   const ScratchDir scratch;
   const TensorTree source = every_dtype_tree();
   TensorTree saved = source;
-  memmap_(saved, scratch / "tree");
+  saved.memmap_(scratch / "tree");
   require_same_tree(saved, source);
 
   for (const MemmapMode mode : {MemmapMode::ReadOnly, MemmapMode::ReadWrite}) {
-    const TensorTree loaded = load_memmap(scratch / "tree", {.mode = mode});
+    const TensorTree loaded = TensorTree::load_memmap(scratch / "tree", {.mode = mode});
     require_same_tree(loaded, source);
   }
   // Every key is one directory entry of its encoded name.
@@ -104,7 +104,7 @@ TEST_CASE("the bytes of a .memmap file are the leaf's C-order elements") {
   TensorTree tree(Shape{2}, {{"m", Tensor::arange({2, 3}, 10, 1, {DType::Int32}).transpose(0, 1).contiguous().transpose(0, 1)}});
   const Tensor view = Tensor::arange({3, 2}, 10, 1, {DType::Int32}).transpose(0, 1);  // strided
   tree.set(Path{"m"}, view);
-  memmap_(tree, scratch / "t");
+  tree.memmap_(scratch / "t");
   const std::string raw = read_text(scratch / "t" / "m.memmap");
   REQUIRE(raw.size() == 6 * sizeof(std::int32_t));
   std::int32_t values[6];
@@ -121,7 +121,7 @@ TEST_CASE("meta.json matches TensorDict's layout field for field and character f
   tree.set(Path{"next", "reward"}, patterned({2, 1}, DType::Float64, 2));
   tree.set(Path{"done"}, patterned({2}, DType::Bool, 3));
   tree.set(Path{"a/b"}, patterned({2}, DType::BFloat16, 4));
-  memmap_(tree, scratch / "td");
+  tree.memmap_(scratch / "td");
 
   const std::string root_text =
       "{\"obs\": {\"device\": \"cpu\", \"shape\": [2, 3], \"dtype\": \"torch.float32\", \"is_nested\": false}, "
@@ -157,7 +157,7 @@ TEST_CASE("every dtype is written as torch.<name> and read back") {
   TensorTree tree(Shape{});
   int seed = 0;
   for (DType dtype : kAllDTypes) tree.set(Path{std::string(dtype_name(dtype))}, patterned({2}, dtype, seed++));
-  memmap_(tree, scratch / "t");
+  tree.memmap_(scratch / "t");
   const auto meta = nlohmann::json::parse(read_text(scratch / "t" / "meta.json"));
   for (DType dtype : kAllDTypes) {
     std::string expected = "torch.";
@@ -183,7 +183,7 @@ TEST_CASE("a directory laid out like DESIGN.md's TensorDict example loads") {
   const std::int64_t values[2] = {7, -3};
   write_text(root / "nested" / "int64.memmap", std::string(reinterpret_cast<const char*>(values), 16));
 
-  const TensorTree loaded = load_memmap(root);
+  const TensorTree loaded = TensorTree::load_memmap(root);
   REQUIRE(loaded.batch_size() == Shape{2, 1});
   REQUIRE(loaded.subtree("nested").batch_size() == Shape{2, 1});
   const Tensor& leaf = loaded.get(Path{"nested", "int64"});
@@ -194,7 +194,7 @@ TEST_CASE("a directory laid out like DESIGN.md's TensorDict example loads") {
 
   // Saving the same tree writes the same files, character for character.
   TensorTree copy = loaded.clone();
-  memmap_(copy, scratch / "ours");
+  copy.memmap_(scratch / "ours");
   CHECK(read_text(scratch / "ours" / "meta.json") == root_meta);
   CHECK(read_text(scratch / "ours" / "nested" / "meta.json") == nested_meta);
   CHECK(read_text(scratch / "ours" / "nested" / "int64.memmap") == read_text(root / "nested" / "int64.memmap"));
@@ -209,7 +209,7 @@ TEST_CASE("orjson's compact meta.json and TensorDict's legacy unencoded file nam
              "\"shape\":[3],\"device\":null,\"_type\":\"<class 'tensordict._td.TensorDict'>\"}");
   const float values[3] = {1.5f, -2.0f, 8.25f};
   write_text(root / "two words.memmap", std::string(reinterpret_cast<const char*>(values), sizeof values));
-  const TensorTree loaded = load_memmap(root);
+  const TensorTree loaded = TensorTree::load_memmap(root);
   const Tensor& leaf = loaded.get(Path{"two words"});
   for (std::int64_t i = 0; i < 3; ++i) CHECK(leaf.at<float>({i}) == values[i]);
 }
@@ -227,8 +227,8 @@ TEST_CASE("a zero-byte leaf whose .memmap file TensorDict did not write loads, a
   REQUIRE_FALSE(fs::exists(root / "empty.memmap"));
 
   for (const bool writable : {false, true}) {
-    const TensorTree loaded =
-        load_memmap(root, LoadMemmapOptions{.mode = writable ? MemmapMode::ReadWrite : MemmapMode::ReadOnly});
+    const MemmapMode mode = writable ? MemmapMode::ReadWrite : MemmapMode::ReadOnly;
+    const TensorTree loaded = TensorTree::load_memmap(root, {.mode = mode});
     const Tensor& empty = loaded.get("empty");
     CHECK(empty.shape() == Shape{2, 0});
     CHECK(empty.dtype() == DType::Float32);
@@ -245,33 +245,33 @@ TEST_CASE("a zero-byte leaf whose .memmap file TensorDict did not write loads, a
 TEST_CASE("memmap_ turns the tree's leaves into views of the files") {
   const ScratchDir scratch;
   TensorTree tree(Shape{4}, {{"obs", patterned({4, 2}, DType::Float32, 3)}});
-  memmap_(tree, scratch / "t");
+  tree.memmap_(scratch / "t");
   const Tensor& obs = tree.get("obs");
   CHECK(obs.storage()->kind() == MemoryKind::Foreign);
   obs.at<float>({2, 1}) = 1234.5f;
-  CHECK(load_memmap(scratch / "t").get("obs").at<float>({2, 1}) == 1234.5f);
+  CHECK(TensorTree::load_memmap(scratch / "t").get("obs").at<float>({2, 1}) == 1234.5f);
 
   // A read-write load writes through; a read-only load keeps its writes to itself.
-  const TensorTree rw = load_memmap(scratch / "t", {.mode = MemmapMode::ReadWrite});
+  const TensorTree rw = TensorTree::load_memmap(scratch / "t", {.mode = MemmapMode::ReadWrite});
   rw.get("obs").at<float>({0, 0}) = -7.0f;
   CHECK(obs.at<float>({0, 0}) == -7.0f);
-  const TensorTree ro = load_memmap(scratch / "t");
+  const TensorTree ro = TensorTree::load_memmap(scratch / "t");
   ro.get("obs").at<float>({1, 0}) = 99.0f;
   CHECK(obs.at<float>({1, 0}) != 99.0f);
-  CHECK(load_memmap(scratch / "t").get("obs").at<float>({1, 0}) != 99.0f);
+  CHECK(TensorTree::load_memmap(scratch / "t").get("obs").at<float>({1, 0}) != 99.0f);
 }
 
 TEST_CASE("sub_path loads one sub-tree with its own batch size") {
   const ScratchDir scratch;
   TensorTree tree = every_dtype_tree();
   const TensorTree source = tree;
-  memmap_(tree, scratch / "t");
-  const TensorTree next = load_memmap(scratch / "t", {.sub_path = {"next"}});
+  tree.memmap_(scratch / "t");
+  const TensorTree next = TensorTree::load_memmap(scratch / "t", {.sub_path = {"next"}});
   require_same_tree(next, source.subtree("next"));
-  const TensorTree deep = load_memmap(scratch / "t", {.sub_path = {"nodes", ".."}});
+  const TensorTree deep = TensorTree::load_memmap(scratch / "t", {.sub_path = {"nodes", ".."}});
   require_same_tree(deep, source.subtree(Path{"nodes", ".."}));
-  CHECK_THROWS_AS(load_memmap(scratch / "t", {.sub_path = {"missing"}}), InvalidArgument);
-  CHECK_THROWS_AS(load_memmap(scratch / "t", {.sub_path = {"empty"}}), InvalidArgument);  // a leaf
+  CHECK_THROWS_AS(TensorTree::load_memmap(scratch / "t", {.sub_path = {"missing"}}), InvalidArgument);
+  CHECK_THROWS_AS(TensorTree::load_memmap(scratch / "t", {.sub_path = {"empty"}}), InvalidArgument);  // a leaf
 }
 
 TEST_CASE("the overwrite policy refuses, replaces, and never deletes foreign files") {
@@ -279,12 +279,12 @@ TEST_CASE("the overwrite policy refuses, replaces, and never deletes foreign fil
   TensorTree first(Shape{2}, {{"x", patterned({2}, DType::Int32, 1)}});
   TensorTree second(Shape{3}, {{"y", patterned({3, 2}, DType::Float64, 2)}});
   const TensorTree second_source = second;
-  memmap_(first, scratch / "t");
-  CHECK_THROWS_AS(memmap_(second, scratch / "t"), InvalidArgument);
-  require_same_tree(load_memmap(scratch / "t"), first);
+  first.memmap_(scratch / "t");
+  CHECK_THROWS_AS(second.memmap_(scratch / "t"), InvalidArgument);
+  require_same_tree(TensorTree::load_memmap(scratch / "t"), first);
 
-  memmap_(second, scratch / "t", {.overwrite = MemmapOverwrite::Replace});
-  require_same_tree(load_memmap(scratch / "t"), second_source);
+  second.memmap_(scratch / "t", {.overwrite = MemmapOverwrite::Replace});
+  require_same_tree(TensorTree::load_memmap(scratch / "t"), second_source);
   CHECK(!fs::exists(scratch / "t" / "x.memmap"));
   CHECK(std::distance(fs::directory_iterator(scratch.path()), fs::directory_iterator()) == 1);
   // The replaced tree's files are gone from the directory but `first` still views them.
@@ -292,12 +292,12 @@ TEST_CASE("the overwrite policy refuses, replaces, and never deletes foreign fil
 
   fs::create_directories(scratch / "foreign");
   write_text(scratch / "foreign" / "notes.txt", "keep me");
-  CHECK_THROWS_AS(memmap_(second, scratch / "foreign", {.overwrite = MemmapOverwrite::Replace}), InvalidArgument);
+  CHECK_THROWS_AS(second.memmap_(scratch / "foreign", {.overwrite = MemmapOverwrite::Replace}), InvalidArgument);
   CHECK(read_text(scratch / "foreign" / "notes.txt") == "keep me");
 
   fs::create_directories(scratch / "made_by_mkdtemp");
   TensorTree third(Shape{1}, {{"z", patterned({1}, DType::UInt8, 3)}});
-  memmap_(third, scratch / "made_by_mkdtemp");
+  third.memmap_(scratch / "made_by_mkdtemp");
   CHECK(fs::exists(scratch / "made_by_mkdtemp" / "z.memmap"));
 }
 
@@ -307,7 +307,7 @@ TEST_CASE("keys that would share a file name, or make one over 255 bytes, are In
     const fs::path target = scratch / "refused";
     try {
       TensorTree copy = tree;
-      memmap_(copy, target);
+      copy.memmap_(target);
       FAIL("memmap_ accepted keys that collide on disk");
     } catch (const InvalidArgument& e) {
       const std::string message = e.what();
@@ -341,14 +341,14 @@ TEST_CASE("progress reports reach the total and threads write the same bytes") {
   for (int i = 0; i < 6; ++i) tree.set(Path{"leaf" + std::to_string(i)}, patterned({8, 1 << 20}, DType::UInt8, i));
   const TensorTree source = tree;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> reports;
-  memmap_(tree, scratch / "t", {.threads = 3, .progress = [&](std::uint64_t done, std::uint64_t total) {
+  tree.memmap_(scratch / "t", {.threads = 3, .progress = [&](std::uint64_t done, std::uint64_t total) {
                                   reports.emplace_back(done, total);
                                 }});
   REQUIRE(!reports.empty());
   CHECK(reports.back().first == 48u << 20);
   CHECK(reports.back().second == 48u << 20);
   for (std::size_t i = 1; i < reports.size(); ++i) CHECK(reports[i].first >= reports[i - 1].first);
-  require_same_tree(load_memmap(scratch / "t"), source);
+  require_same_tree(TensorTree::load_memmap(scratch / "t"), source);
 }
 
 TEST_CASE("empty_memmap preallocates sparse zero-filled leaves of shape batch_size + step shape") {
@@ -374,7 +374,7 @@ TEST_CASE("empty_memmap preallocates sparse zero-filled leaves of shape batch_si
   CHECK(other.batch_size() == Shape{10});
   CHECK(other.get("a").shape() == Shape{10, 7});
 
-  const TensorTree like = memmap_like(batch, scratch / "like");
+  const TensorTree like = batch.memmap_like(scratch / "like");
   CHECK(like.batch_size() == Shape{4, 5});
   CHECK(like.get("a").shape() == Shape{4, 5, 7});
   CHECK(like.get("a").value_at_linear(17) == 0.0);
@@ -393,7 +393,7 @@ TEST_CASE("processes sharing a read-write memmap write disjoint rows") {
     if (pid == 0) {
       int status = 0;
       try {
-        const TensorTree tree = load_memmap(scratch / "replay", {.mode = MemmapMode::ReadWrite});
+        const TensorTree tree = TensorTree::load_memmap(scratch / "replay", {.mode = MemmapMode::ReadWrite});
         const Tensor& obs = tree.get("obs");
         for (std::int64_t row = w * 10; row < (w + 1) * 10; ++row) {
           for (std::int64_t j = 0; j < 5; ++j) obs.at<std::int64_t>({row, j}) = 1000 * (w + 1) + row * 10 + j;
@@ -411,7 +411,7 @@ TEST_CASE("processes sharing a read-write memmap write disjoint rows") {
     REQUIRE(WIFEXITED(status));
     REQUIRE(WEXITSTATUS(status) == 0);
   }
-  const Tensor obs = load_memmap(scratch / "replay").get("obs");
+  const Tensor obs = TensorTree::load_memmap(scratch / "replay").get("obs");
   for (std::int64_t row = 0; row < 40; ++row) {
     for (std::int64_t j = 0; j < 5; ++j) REQUIRE(obs.at<std::int64_t>({row, j}) == 1000 * (row / 10 + 1) + row * 10 + j);
   }
@@ -421,8 +421,8 @@ TEST_CASE("a slice of a loaded tree views the mapping and its clone copies only 
   const ScratchDir scratch;
   TensorTree tree(Shape{100}, {{"x", patterned({100, 64}, DType::Float32, 1)}});
   const TensorTree source = tree;
-  memmap_(tree, scratch / "t");
-  const TensorTree loaded = load_memmap(scratch / "t");
+  tree.memmap_(scratch / "t");
+  const TensorTree loaded = TensorTree::load_memmap(scratch / "t");
   const TensorTree rows = loaded.slice(0, {10, 20});
   CHECK(rows.get("x").storage() == loaded.get("x").storage());
   const TensorTree copy = rows.clone();
@@ -441,7 +441,7 @@ TEST_CASE("loading a 1 GiB tree and reading one row touches O(row) pages") {
 
   // Rows far apart, so that each load's reads stay clear of the other's pages in the page cache.
   auto touched_by_one_row = [&](bool random_access, std::int64_t row_index) {
-    const TensorTree loaded = load_memmap(scratch / "big", {.random_access = random_access});
+    const TensorTree loaded = TensorTree::load_memmap(scratch / "big", {.random_access = random_access});
     const Tensor& frames = loaded.get("frames");
     REQUIRE(frames.nbytes() == std::size_t{1} << 30);
     const std::size_t before = resident_pages(frames);
@@ -474,6 +474,6 @@ TEST_CASE("loading onto a CUDA device without one is NotSupported") {
   if (cuda_device_count() > 0) return;  // tests/gpu covers the device path
   const ScratchDir scratch;
   TensorTree tree(Shape{2}, {{"x", patterned({2}, DType::Float32, 1)}});
-  memmap_(tree, scratch / "t");
-  CHECK_THROWS_AS(load_memmap(scratch / "t", {.device = Device::cuda(0)}), NotSupported);
+  tree.memmap_(scratch / "t");
+  CHECK_THROWS_AS(TensorTree::load_memmap(scratch / "t", {.device = Device::cuda(0)}), NotSupported);
 }

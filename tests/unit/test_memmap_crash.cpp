@@ -45,7 +45,7 @@ bool same_tree(const TensorTree& a, const TensorTree& b) {
   try {
     for (int v = 2;; v = 3 - v) {
       TensorTree tree = version(v);
-      memmap_(tree, dir, {.overwrite = MemmapOverwrite::Replace, .threads = 1});
+      tree.memmap_(dir, {.overwrite = MemmapOverwrite::Replace, .threads = 1});
     }
   } catch (...) {
     ::_exit(3);
@@ -66,7 +66,7 @@ TEST_CASE("a save killed at any moment leaves the old or the new tree, whole") {
   const auto start = std::chrono::steady_clock::now();
   {
     TensorTree first = version(1);
-    memmap_(first, dir);
+    first.memmap_(dir);
   }
   const auto save_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
   std::mt19937 random(12345);
@@ -83,7 +83,7 @@ TEST_CASE("a save killed at any moment leaves the old or the new tree, whole") {
     REQUIRE(::waitpid(child, &status, 0) == child);
     REQUIRE(WIFSIGNALED(status));  // killed mid-loop, not failed
 
-    const TensorTree loaded = load_memmap(dir);
+    const TensorTree loaded = TensorTree::load_memmap(dir);
     const bool is_v1 = same_tree(loaded, versions[0]);
     const bool is_v2 = same_tree(loaded, versions[1]);
     INFO("kill " << i);
@@ -97,9 +97,9 @@ TEST_CASE("a save killed at any moment leaves the old or the new tree, whole") {
 
   // The next save removes what killed saves left and publishes normally.
   TensorTree last = version(2);
-  memmap_(last, dir, {.overwrite = MemmapOverwrite::Replace});
+  last.memmap_(dir, {.overwrite = MemmapOverwrite::Replace});
   CHECK(entries_in(scratch.path()) == 1);
-  CHECK(same_tree(load_memmap(dir), versions[1]));
+  CHECK(same_tree(TensorTree::load_memmap(dir), versions[1]));
 }
 
 TEST_CASE("two processes saving to one directory at once leave one whole tree") {
@@ -115,9 +115,9 @@ TEST_CASE("two processes saving to one directory at once leave one whole tree") 
       try {
         for (int i = 0; i < 20; ++i) {
           TensorTree tree = version(v);
-          memmap_(tree, dir, {.overwrite = MemmapOverwrite::Replace, .threads = 1, .durable = false});
+          tree.memmap_(dir, {.overwrite = MemmapOverwrite::Replace, .threads = 1, .durable = false});
           // One load, compared with both: two loads may each see another save's tree.
-          const TensorTree loaded = load_memmap(dir);
+          const TensorTree loaded = TensorTree::load_memmap(dir);
           if (!same_tree(loaded, versions[0]) && !same_tree(loaded, versions[1])) status = 2;
         }
       } catch (...) {
@@ -133,7 +133,7 @@ TEST_CASE("two processes saving to one directory at once leave one whole tree") 
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
   }
-  const TensorTree loaded = load_memmap(dir);
+  const TensorTree loaded = TensorTree::load_memmap(dir);
   CHECK((same_tree(loaded, versions[0]) || same_tree(loaded, versions[1])));
   CHECK(entries_in(scratch.path()) == 1);  // each loser removed its own temporary directory
 }

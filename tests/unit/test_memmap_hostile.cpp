@@ -34,7 +34,7 @@ struct GoodTree {
     TensorTree tree(Shape{4});
     tree.set(Path{"x"}, patterned({4, 2}, DType::Float32, 1));
     tree.set(Path{"next", "y"}, patterned({4}, DType::Int64, 2));
-    memmap_(tree, root);
+    tree.memmap_(root);
   }
 
   void root_meta(const std::string& entries, const std::string& shape = "[4]") const {
@@ -53,7 +53,7 @@ struct GoodTree {
 template <class Error>
 void require_error(const fs::path& root, const std::vector<std::string>& fragments, const LoadMemmapOptions& options = {}) {
   try {
-    (void)load_memmap(root, options);
+    (void)TensorTree::load_memmap(root, options);
     FAIL("load_memmap accepted a hostile tree");
   } catch (const Error& e) {
     const std::string message = e.what();
@@ -251,7 +251,7 @@ TEST_CASE("a save refuses keys meta.json cannot hold and leaves nothing behind")
     TensorTree tree(Shape{2});
     tree.set(Path{"ok"}, patterned({2}, DType::Int32, 1));
     tree.set(Path{"inner", key}, patterned({2}, DType::Int32, 2));
-    CHECK_THROWS_AS(memmap_(tree, scratch / "t"), InvalidArgument);
+    CHECK_THROWS_AS(tree.memmap_(scratch / "t"), InvalidArgument);
     CHECK(fs::is_empty(scratch.path()));  // no target, no temporary directory
   }
 }
@@ -315,7 +315,7 @@ TEST_CASE("a node of 100 000 keys loads in file order, in time linear in the key
                "\"torch.int32\", \"is_nested\": false}";
   }
   good.root_meta(entries);
-  const TensorTree loaded = load_memmap(good.root);
+  const TensorTree loaded = TensorTree::load_memmap(good.root);
   const std::vector<Path> keys = loaded.keys();
   std::vector<Path> expected_keys;
   for (int i = kKeys - 1; i >= 0; --i) {
