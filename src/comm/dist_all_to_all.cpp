@@ -3,11 +3,14 @@
 #include "tensortree/dist_ops.hpp"
 
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "comm/collective_check.hpp"
 #include "comm/dist_internal.hpp"
+#include "comm/peer_claims.hpp"
+#include "core/checked_math.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::dist {
@@ -94,6 +97,30 @@ std::vector<std::int64_t> learn_output_splits(const std::vector<std::int64_t>& i
   return output_splits;
 }
 
+// The rows this rank receives, overflow-checked; when the peers announced them (`from_peers`), each
+// peer's share is a claim bounded by the group's max_message_bytes before anything is allocated.
+std::int64_t total_output_rows(const std::vector<std::int64_t>& output_splits, std::int64_t row_numel,
+                               std::size_t itemsize, const Group& group, std::string_view op, bool from_peers) {
+  std::int64_t total = 0;
+  for (std::size_t r = 0; r < output_splits.size(); ++r) {
+    const std::int64_t rows = output_splits[r];
+    const std::optional<std::int64_t> elements = tensortree::detail::checked_mul(rows, row_numel);
+    const std::optional<std::int64_t> bytes =
+        elements ? tensortree::detail::checked_mul(*elements, static_cast<std::int64_t>(itemsize)) : std::nullopt;
+    const std::optional<std::int64_t> sum = tensortree::detail::checked_add(total, rows);
+    if (!bytes || !sum) {
+      throw CorruptData(std::string(op) + ": " + std::to_string(rows) + " rows from rank " + std::to_string(r) +
+                        " of " + std::to_string(row_numel) + " elements overflow int64");
+    }
+    if (from_peers) {
+      tensortree::detail::check_peer_claim(group, static_cast<int>(r), static_cast<std::uint64_t>(*bytes),
+                                           std::string(op) + ": the rows rank " + std::to_string(r) + " announced");
+    }
+    total = *sum;
+  }
+  return total;
+}
+
 std::vector<std::int64_t> element_counts(const std::vector<std::int64_t>& row_splits, std::int64_t row_numel,
                                          std::string_view op) {
   std::vector<std::int64_t> counts;
@@ -137,7 +164,8 @@ Pending<Tensor> all_to_all_single_async(const Tensor& input, const Group& group,
   const std::vector<std::int64_t> output_splits =
       splits.output_splits.empty() ? learn_output_splits(input_splits, input, row_numel, group, op)
                                    : checked_splits(splits.output_splits, "output_splits", group, op);
-  const std::int64_t output_rows = std::accumulate(output_splits.begin(), output_splits.end(), std::int64_t{0});
+  const std::int64_t output_rows =
+      total_output_rows(output_splits, row_numel, input.itemsize(), group, op, splits.output_splits.empty());
   const Tensor output = empty_like_shape(with_leading(output_rows, row_shape), input);
   WorkPtr work = group.backend(input.device())
                      .all_to_all(output, input.contiguous(), element_counts(output_splits, row_numel, op),

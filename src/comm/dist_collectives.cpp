@@ -10,6 +10,7 @@
 
 #include "comm/collective_check.hpp"
 #include "comm/dist_internal.hpp"
+#include "comm/peer_claims.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::dist {
@@ -183,6 +184,7 @@ Pending<Tensor> scatter_async(std::span<const Tensor> inputs, int root, const Gr
   const TensorHeader block = announce_scatter(inputs, root, group);
   const bool is_root = group.rank() == root;
   const Device device = is_root ? inputs[0].device() : device_of_kind(block.device_type);
+  if (!is_root) tensortree::detail::check_peer_claim(group, root, block.nbytes(), "scatter: the root's announced block");
   const Tensor output = Tensor::empty(block.shape, {block.dtype, device});
   const Tensor stacked = is_root ? Tensor::stack(inputs) : Tensor{};
   // The output's device, not `device`: allocation resolved "the current CUDA device" to an index.

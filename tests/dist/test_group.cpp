@@ -45,6 +45,27 @@ struct Counter {
 
 }  // namespace
 
+namespace {
+
+// Runs `wait`, which must throw Timeout no sooner than `limit` (and long before 20 s: a hang guard,
+// not a timing); returns the error's message.
+template <class Wait>
+std::string timeout_of(Wait&& wait, std::chrono::milliseconds limit) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string message = "no Timeout";
+  try {
+    wait();
+  } catch (const Timeout& error) {
+    message = error.what();
+  }
+  const auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(waited >= limit);
+  CHECK(waited < std::chrono::seconds(20));
+  return message;
+}
+
+}  // namespace
+
 TEST_CASE("group: the world takes the context's options, new_group its own or the world's", "[mpi][group]") {
   const DistributedContext context(GroupOptions{.timeout = 4321ms});
   CHECK(context.world().options().timeout == 4321ms);
@@ -111,20 +132,16 @@ TEST_CASE("group: a recv nobody sends to throws Timeout within the group's limit
   const Group& world = context.world();
   const int peer = right_neighbour(world_rank());
   const Tensor into = Tensor::full({4}, -1.0, {DType::Float64});
-  const auto start = std::chrono::steady_clock::now();
-  WorkPtr work = dist::irecv(into, peer, world, {.tag = 91});
-  std::string message;
-  try {
-    work->wait();
-  } catch (const Timeout& error) {
-    message = error.what();
-  }
-  const auto waited = std::chrono::steady_clock::now() - start;
+  WorkPtr work;
+  const std::string message = timeout_of(
+      [&] {
+        work = dist::irecv(into, peer, world, {.tag = 91});
+        work->wait();
+      },
+      1000ms);
   CHECK(message.find("recv") != std::string::npos);
   CHECK(message.find("rank " + std::to_string(peer)) != std::string::npos);
   CHECK(message.find("1000 ms") != std::string::npos);
-  CHECK(waited >= 1000ms);
-  CHECK(waited < 20s);
   // Still posted: a second wait times out again; dropping the Work cancels the receive.
   CHECK_THROWS_AS(work->wait(), Timeout);
   CHECK_FALSE(work->is_completed());
@@ -157,18 +174,9 @@ TEST_CASE("group: recv_message from a peer that sends nothing throws Timeout wit
   const DistributedContext context(GroupOptions{.timeout = 500ms});
   const Group& world = context.world();
   const int peer = right_neighbour(world_rank());
-  const auto start = std::chrono::steady_clock::now();
-  std::string message;
-  try {
-    world.backend(Device::cpu()).recv_message(peer, 92);
-  } catch (const Timeout& error) {
-    message = error.what();
-  }
-  const auto waited = std::chrono::steady_clock::now() - start;
+  const std::string message = timeout_of([&] { world.backend(Device::cpu()).recv_message(peer, 92); }, 500ms);
   CHECK(message.find("recv_message with rank " + std::to_string(peer)) != std::string::npos);
   CHECK(message.find("500 ms") != std::string::npos);
-  CHECK(waited >= 500ms);
-  CHECK(waited < 20s);
   test::barrier();
   check_gathered(world);
 }

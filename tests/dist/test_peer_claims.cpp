@@ -311,7 +311,7 @@ TEST_CASE("peer claims: a lower limit refuses a normal tree; a higher one lets i
   dist::barrier(world);
 }
 
-TEST_CASE("peer claims: the MPI backend's recv_message refuses a message over its limit and takes it off the wire",
+TEST_CASE("peer claims: the MPI backend's recv_message refuses a message over its limit without receiving it",
           "[mpi][claims]") {
   const Group& world = context().world();
   const int sender = last_rank(world);
@@ -331,7 +331,12 @@ TEST_CASE("peer claims: the MPI backend's recv_message refuses a message over it
       CHECK_THAT(error_of<CorruptData>([&] { backend.recv_message(sender, 5); }),
                  Catch::Contains("rank " + std::to_string(sender)) && Catch::Contains("4096") &&
                      Catch::Contains("1024"));
-      // The refused message is gone: the next one is the small one, intact.
+      // The refused message is left unreceived, and refused again without allocating; received
+      // with a buffer of its size it is gone, and the next message arrives intact.
+      CHECK_THROWS_AS(backend.recv_message(sender, 5), CorruptData);
+      std::vector<std::uint8_t> drained(big.size());
+      MPI_Recv(drained.data(), static_cast<int>(drained.size()), MPI_BYTE, sender, 5, comm, MPI_STATUS_IGNORE);
+      CHECK(drained == big);
       const ReceivedMessage next = backend.recv_message(sender, 5);
       CHECK(next.source == sender);
       REQUIRE(next.bytes.numel() == 100);
@@ -344,4 +349,24 @@ TEST_CASE("peer claims: the MPI backend's recv_message refuses a message over it
     MPI_Barrier(comm);
   }
   MPI_Comm_free(&comm);
+}
+
+TEST_CASE("peer claims: all_to_all_single refuses rows its peers announce beyond the limit, on every rank",
+          "[ops][claims]") {
+  const Group& world = context().world();
+  const int n = world.size();
+  const Group strict = context().new_group(world.world_ranks(), options_with_limit(1024));
+  // Two rows of 100 float64 to every peer: 1600 bytes announced by each, above 1 KiB.
+  const Tensor input = make_tensor({2 * n, 100}, DType::Float64, values_of(world_rank()));
+  CHECK_THROWS_WITH(dist::all_to_all_single(input, strict),
+                    Catch::Contains("all_to_all_single") && Catch::Contains("1600 bytes"));
+  // The same exchange within the limit delivers every row intact.
+  const Group roomy = context().new_group(world.world_ranks(), options_with_limit(4096));
+  const Tensor output = dist::all_to_all_single(input, roomy);
+  REQUIRE(output.shape() == Shape{2 * n, 100});
+  for (int r = 0; r < n; ++r) {
+    // Rows 2r and 2r+1 of the output are rows 2*me and 2*me+1 of rank r's input.
+    const ValueAt from_r = [&](std::int64_t i) { return rank_value(r, 2 * world_rank() * 100 + i); };
+    CHECK(mismatch(output.slice(0, {2 * r, 2 * r + 2}).contiguous(), DType::Float64, {2, 100}, from_r) == "");
+  }
 }

@@ -45,28 +45,35 @@ ReceivedMessage MpiBackend::recv_message(int src, int tag) {
   const Check check(rank_, size_, "recv_message");
   if (src != kAnySource) check.group_rank(src, "peer");
   check.tag(tag, tag_upper_bound_);
-  MPI_Message message = MPI_MESSAGE_NULL;
   MPI_Status status;
-  // Probed by polling, so that the group's timeout bounds the wait for a message nobody sends.
+  // Probed by polling, so that the group's timeout bounds the wait for a message nobody sends. The
+  // probe does not match the message: one over the limit is refused without receiving it (Open MPI
+  // crashes on a truncated MPI_Mrecv, so a matched message could not be drained without its bytes).
   const WaitLimit bound = limit("recv_message", src);
   const auto arrived = [&] {
     int found = 0;
-    TT_MPI_CHECK(MPI_Improbe(src == kAnySource ? MPI_ANY_SOURCE : src, tag, comm_, &found, &message, &status));
+    TT_MPI_CHECK(MPI_Iprobe(src == kAnySource ? MPI_ANY_SOURCE : src, tag, comm_, &found, &status));
     return found != 0;
   };
   wait_bounded(arrived, bound.timeout, [&] { return timed_out(bound, rank_); }, WaitStyle::Spin);
   MPI_Count length = 0;
   TT_MPI_CHECK(MPI_Get_elements_x(&status, MPI_BYTE, &length));
   if (length < 0 || static_cast<std::uint64_t>(length) > options_.max_message_bytes) {
-    // Matched already: take it off the wire into no buffer (MPI reports the truncation, which is
-    // expected here), then refuse it without allocating.
-    char nothing = 0;
-    MPI_Mrecv(&nothing, 0, MPI_BYTE, &message, MPI_STATUS_IGNORE);
     throw CorruptData("recv_message: rank " + std::to_string(status.MPI_SOURCE) + " sent a message of " +
                       std::to_string(static_cast<long long>(length)) + " bytes, more than this rank's limit of " +
                       std::to_string(options_.max_message_bytes) +
-                      " bytes (GroupOptions::max_message_bytes); nothing was allocated");
+                      " bytes (GroupOptions::max_message_bytes); nothing was allocated and the message was "
+                      "left unreceived");
   }
+  // Messages from one sender on one tag do not overtake each other: matching on the probed sender
+  // takes the very message whose length was just checked.
+  MPI_Message message = MPI_MESSAGE_NULL;
+  int matched = 0;
+  TT_MPI_CHECK(MPI_Improbe(status.MPI_SOURCE, tag, comm_, &matched, &message, &status));
+  if (matched == 0) throw BackendError("recv_message: the probed message was received by another thread");
+  MPI_Count matched_length = 0;
+  TT_MPI_CHECK(MPI_Get_elements_x(&status, MPI_BYTE, &matched_length));
+  if (matched_length != length) throw BackendError("recv_message: the probed message was received by another thread");
   ReceivedMessage received{Tensor::empty({static_cast<std::int64_t>(length)}, {DType::UInt8}), status.MPI_SOURCE};
   MpiWork work(rank_, bound);
   const Block block = block_of(length, DType::UInt8, options_.max_count, work);

@@ -27,7 +27,7 @@ DeviceTransports everyone(std::shared_ptr<Backend> backend, int size) {
 std::shared_ptr<Backend> host_transport(GroupState& group) {
   auto* mpi = dynamic_cast<MpiBootstrap*>(&group.bootstrap());
   if (!mpi) throw NotSupported("the MPI transport needs a group whose bootstrap is MPI");
-  return std::make_shared<MpiBackend>(mpi->comm(), MpiBackendOptions{.timeout = group.options().timeout});
+  return std::make_shared<MpiBackend>(mpi->comm(), MpiBackendOptions{.timeout = group.options().timeout, .max_message_bytes = group.options().max_message_bytes});
 }
 
 #if TT_HAVE_NCCL
