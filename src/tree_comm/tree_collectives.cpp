@@ -1,5 +1,5 @@
-// TensorTree's collectives: broadcast, all_gather, gather, scatter, reduce and all_reduce, over
-// dist_ops and the Backend interface (no MPI or NCCL here).
+// TensorTree's collectives: broadcast, all_gather, gather and scatter, over dist_ops and the
+// Backend interface (no MPI or NCCL here); reduce and all_reduce are in tree_reductions.cpp.
 //
 // Broadcast moves one small round (the root's announcement: layout fingerprint, payload and schema
 // lengths, device kind) and then the payload, with the schema behind it only the first time the
@@ -14,7 +14,6 @@
 
 #include "core/checked_math.hpp"
 #include "tree/consolidation_access.hpp"
-#include "comm/agreement.hpp"
 #include "comm/dist_internal.hpp"
 #include "comm/peer_claims.hpp"
 #include "tensortree/dist_ops.hpp"
@@ -279,45 +278,6 @@ std::vector<TensorTree> trees_in_blocks(const std::vector<Tensor>& blocks, const
   return trees;
 }
 
-// ---- reductions -----------------------------------------------------------------------------------------------
-
-// One agreement round: SchemaMismatch on every rank unless every rank holds `fingerprint`.
-void check_same_layout(std::uint64_t fingerprint, const Group& group, std::string_view op) {
-  const std::optional<std::string> differs = detail::disagreement(group, fingerprint, "tree layouts");
-  if (!differs) return;
-  throw SchemaMismatch(std::string(op) + ": " + *differs + "; every rank needs a tree of one layout");
-}
-
-// Reduces the tree in place, one call per dtype bucket; into `dst` only when it is set. The layout
-// check is done before this returns; the buckets' reductions stay in flight.
-WorkPtr reduce_buckets(const TensorTree& tree, const Group& group, ReduceOp op, std::optional<int> dst,
-                       std::string_view name) {
-  dist::detail::check_member(group, name);
-  if (dst) dist::detail::check_rank(*dst, "dst", group, name);
-  const Device device = detail::device_of(tree, name);
-  const detail::TreeLayout layout = detail::layout_of(tree, device);
-  check_same_layout(layout.schema->fingerprint(), group, name);
-  StoragePtr buffer = layout.storage;
-  if (!buffer) {
-    const StoragePtr spare = detail::spare_buffer(group, layout.schema->total_bytes(), device);
-    buffer = detail::pack_tree(tree, {.device = device, .reuse = spare}).storage;
-  }
-  auto works = std::make_shared<std::vector<WorkPtr>>();
-  for (const DTypeBucket& bucket : layout.schema->buckets()) {
-    if (bucket.nbytes == 0) continue;
-    const Tensor view(buffer, bucket.offset, bucket.dtype,
-                      {static_cast<std::int64_t>(bucket.nbytes / itemsize(bucket.dtype))}, {});
-    works->push_back(dst ? dist::reduce_async(view, *dst, group, op) : dist::all_reduce_async(view, group, op));
-  }
-  const bool unpack = !layout.storage && (!dst || *dst == group.rank());
-  // One Work for the buckets: it completes when the last has (each is waited, in posting order).
-  WorkPtr all = works->empty() ? Work::completed() : works->back();
-  return Work::then(std::move(all), [works, buffer, unpack, tree, schema = layout.schema] {
-    for (const WorkPtr& work : *works) work->wait();
-    if (unpack) tree.unpack_from(*buffer, *schema);
-  });
-}
-
 // A Pending whose trees are parsed from `blocks` once they have arrived. The vector's element
 // buffer does not move when the Pending does, so the continuation fills it in place.
 Pending<std::vector<TensorTree>> trees_when_arrived(Pending<std::vector<Tensor>> blocks, std::size_t count,
@@ -413,18 +373,6 @@ WorkPtr TensorTree::scatter_async(int src, std::span<const TensorTree> trees, co
     ArrivedTree tree = tree_in_block((*arrived)[static_cast<std::size_t>(src)], src, op);
     deliver(*target, mine, tree.payload, std::move(tree.schema), src, op);
   });
-}
-
-void TensorTree::reduce(int dst, const Group& group, ReduceOp op) { reduce_async(dst, group, op)->wait(); }
-
-WorkPtr TensorTree::reduce_async(int dst, const Group& group, ReduceOp op) {
-  return reduce_buckets(*this, group, op, dst, "reduce");
-}
-
-void TensorTree::all_reduce(const Group& group, ReduceOp op) { all_reduce_async(group, op)->wait(); }
-
-WorkPtr TensorTree::all_reduce_async(const Group& group, ReduceOp op) {
-  return reduce_buckets(*this, group, op, std::nullopt, "all_reduce");
 }
 
 }  // namespace tensortree
