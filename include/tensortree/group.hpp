@@ -35,9 +35,17 @@ struct TT_API GroupOptions {
   // rank of a group the same limit.
   std::uint64_t max_message_bytes = std::uint64_t{1} << 30;
 
+  // Debug mode, as PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL: before each dist_ops collective the
+  // ranks compare operation, root, reduction, dtype and shape, and their own argument checks, in
+  // one small extra round; a difference is InvalidArgument on every rank naming the ranks that
+  // differ, instead of wrong values, an aborted job or a rank left waiting. Every rank of a group
+  // must agree on it. TENSORTREE_DISTRIBUTED_DEBUG=DETAIL turns it on for every group as well.
+  bool debug_checks = false;
+
   // The defaults, with `timeout` taken from TENSORTREE_TIMEOUT_MS where that is set (a positive
-  // number of milliseconds) and `max_message_bytes` from TENSORTREE_MAX_MESSAGE_BYTES (a positive
-  // number of bytes); anything else is InvalidArgument.
+  // number of milliseconds), `max_message_bytes` from TENSORTREE_MAX_MESSAGE_BYTES (a positive
+  // number of bytes) and `debug_checks` from TENSORTREE_DISTRIBUTED_DEBUG (OFF, INFO or DETAIL);
+  // anything else is InvalidArgument.
   static GroupOptions from_environment();
 };
 

@@ -110,7 +110,9 @@ std::string disagreements(const std::vector<std::int64_t>& table, int ranks) {
 
 }  // namespace
 
-bool debug_mode_enabled() {
+bool debug_mode_enabled(const Group& group) { return group.options().debug_checks || debug_setting_from_environment(); }
+
+bool debug_setting_from_environment() {
   const char* value = std::getenv(kDebugVariable.data());
   if (value == nullptr) return false;
   const std::string_view setting(value);

@@ -1,5 +1,5 @@
-// Debug mode for collectives (TENSORTREE_DISTRIBUTED_DEBUG=DETAIL, as PyTorch's
-// TORCH_DISTRIBUTED_DEBUG=DETAIL): before each collective every rank shares what it is about to
+// Debug mode for collectives (GroupOptions::debug_checks, or TENSORTREE_DISTRIBUTED_DEBUG=DETAIL as
+// PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL): before each collective every rank shares what it is about to
 // call (operation, root, reduction, dtype, shape) and its own verdict on its arguments, in one small
 // all-gather on the CPU backend. Every rank then reads the same table and throws the same
 // InvalidArgument naming the ranks that differ, or the ranks that rejected their own arguments.
@@ -31,7 +31,11 @@ struct CollectiveCall {
 
 // True when TENSORTREE_DISTRIBUTED_DEBUG is DETAIL; OFF, INFO or unset is false. Any other value is
 // InvalidArgument: a misspelt setting must not silently turn the checks off.
-bool debug_mode_enabled();
+bool debug_setting_from_environment();
+
+// The group's GroupOptions::debug_checks, or the environment's setting (read at each call, so a
+// program may turn it on for a stretch of calls).
+bool debug_mode_enabled(const Group& group);
 
 // Shares `call` and this rank's verdict (`local_error`: null when its arguments passed) with the
 // group; throws on every rank when any rank rejected its arguments or the calls differ.
@@ -42,7 +46,7 @@ void agree_on_collective(const CollectiveCall& call, const Group& group, std::ex
 // take part in the round.
 template <class LocalChecks>
 void check_collective(const CollectiveCall& call, const Group& group, LocalChecks&& local_checks) {
-  if (!debug_mode_enabled()) {
+  if (!debug_mode_enabled(group)) {
     local_checks();
     return;
   }

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "comm/collective_check.hpp"
 #include "comm/group_state.hpp"
 #include "tensortree/error.hpp"
 
@@ -41,6 +42,7 @@ GroupOptions GroupOptions::from_environment() {
   if (const auto bytes = positive_from_environment("TENSORTREE_MAX_MESSAGE_BYTES", "bytes")) {
     options.max_message_bytes = *bytes;
   }
+  options.debug_checks = dist::detail::debug_setting_from_environment();
   return options;
 }
 

@@ -131,3 +131,14 @@ TEST_CASE("debug mode: a misspelt setting is InvalidArgument, not silently off",
   Tensor tensor = rank_tensor(kShape);
   CHECK_THROWS_AS(dist::all_reduce(tensor, context().world()), InvalidArgument);
 }
+
+TEST_CASE("debug mode: GroupOptions::debug_checks turns it on for one group without the variable", "[debug]") {
+  const Group& world = context().world();
+  const Group checked = context().new_group(world.world_ranks(), GroupOptions{.debug_checks = true});
+  Tensor tensor = rank_tensor(world_rank() == last_rank() ? Shape{2, 5} : kShape);
+  CHECK_THROWS_WITH(dist::all_reduce(tensor, checked), Catch::Contains("[2, 5] on rank " + std::to_string(last_rank())));
+  check_group_still_works(checked);
+  // A matching call on the checked group gives the usual result; the world is unchecked.
+  CHECK_FALSE(world.options().debug_checks);
+  check_group_still_works(world);
+}
