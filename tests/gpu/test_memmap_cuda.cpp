@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "../unit/memmap_test_support.hpp"
+#include "../memmap/memmap_test_support.hpp"
 
 using namespace tensortree;
 using namespace memmap_test;
