@@ -77,10 +77,8 @@ TensorHeader announce_scatter(std::span<const Tensor> inputs, int root, const Gr
       std::copy(header.begin(), header.end(), words.begin() + 1);
     }
   }
-  const Tensor message = int64_tensor(words);
-  metadata_backend(group).broadcast(message, root)->wait();
+  const std::vector<std::int64_t> received = announce_words(words, root, group);
   if (!problem.empty()) throw InvalidArgument(std::string(op) + ": " + problem);
-  const std::vector<std::int64_t> received = int64_values(message);
   if (received[0] != 1) {
     throw InvalidArgument(std::string(op) + ": the root (rank " + std::to_string(root) +
                           ") passed invalid inputs and reported why there; nothing was scattered");

@@ -120,6 +120,12 @@ WorkPtr then_copy_back(WorkPtr work, const Tensor& destination, const Tensor& pa
   return then_copy_back(std::move(work), std::vector<CopyBack>{{destination, packed}});
 }
 
+std::vector<std::int64_t> announce_words(std::span<const std::int64_t> words, int root, const Group& group) {
+  const Tensor message = int64_tensor(words);
+  metadata_backend(group).broadcast(message, root)->wait();
+  return int64_values(message);
+}
+
 // The first tensor of a per-rank list, for the debug round; null when the list is empty.
 const Tensor* first_of(std::span<const Tensor> tensors) { return tensors.empty() ? nullptr : &tensors[0]; }
 

@@ -70,6 +70,12 @@ Device device_of_kind(DeviceType type);
 // One allocation holding a tensor per header, each starting on a 64-byte boundary.
 std::vector<Tensor> allocate_blocks(std::span<const TensorHeader> headers, Device device);
 
+// ---- the announcement round --------------------------------------------------------------------------
+// The root's `words` (this rank's are ignored elsewhere; same length on every rank) reach every rank
+// in one small broadcast on the CPU backend: what the root tells before data moves (its verdict on
+// its arguments, sizes, shapes, layouts). Returns what the root sent.
+std::vector<std::int64_t> announce_words(std::span<const std::int64_t> words, int root, const Group& group);
+
 // ---- the shapes of per-rank outputs -----------------------------------------------------------------
 // The first tensor of a per-rank list, for the debug round; null when the list is empty.
 const Tensor* first_of(std::span<const Tensor> tensors);

@@ -2,6 +2,7 @@
 // checkable before Boost reads them. Everything moves on the CPU backend: sizes first, then bytes.
 #include "tensortree/dist_objects.hpp"
 
+#include <array>
 #include <cstring>
 #include <string>
 
@@ -98,11 +99,10 @@ void broadcast_bytes(Bytes& bytes, int root, const Group& group) {
   constexpr std::string_view op = "broadcast_object";
   check_member(group, op);
   check_rank(root, "src", group, op);
-  Backend& backend = metadata_backend(group);
-  const Tensor size = int64_tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(bytes.size())});
-  backend.broadcast(size, root)->wait();
-  if (group.rank() != root) bytes.resize(static_cast<std::size_t>(checked_size(int64_values(size)[0], root, group, op)));
-  if (!bytes.empty()) backend.broadcast(bytes_tensor(bytes), root)->wait();
+  const std::array<std::int64_t, 1> mine{static_cast<std::int64_t>(bytes.size())};
+  const std::int64_t announced = announce_words(mine, root, group)[0];
+  if (group.rank() != root) bytes.resize(static_cast<std::size_t>(checked_size(announced, root, group, op)));
+  if (!bytes.empty()) metadata_backend(group).broadcast(bytes_tensor(bytes), root)->wait();
 }
 
 std::vector<Bytes> all_gather_bytes(const Bytes& bytes, const Group& group) {

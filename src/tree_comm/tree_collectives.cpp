@@ -99,9 +99,7 @@ Announcement announce(const Announcement& mine, int root, const Group& group) {
   std::array<std::int64_t, kAnnouncementWords> words{
       mine.ok ? 1 : 0, static_cast<std::int64_t>(mine.device), static_cast<std::int64_t>(mine.header.fingerprint),
       static_cast<std::int64_t>(mine.header.payload_bytes), static_cast<std::int64_t>(mine.header.schema_bytes)};
-  const Tensor message = dist::detail::int64_tensor(words);
-  dist::detail::metadata_backend(group).broadcast(message, root)->wait();
-  const std::vector<std::int64_t> got = dist::detail::int64_values(message);
+  const std::vector<std::int64_t> got = dist::detail::announce_words(words, root, group);
   const auto device = static_cast<std::uint64_t>(got[kDevice]);
   if (got[kOk] != 0 && got[kOk] != 1) throw CorruptData("broadcast: the root's announcement is malformed");
   if (device > static_cast<std::uint64_t>(DeviceType::CUDA) || got[kPayload] < 0 || got[kSchemaBytes] < 0) {
