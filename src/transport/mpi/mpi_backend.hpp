@@ -60,6 +60,9 @@ class MpiBackend final : public Backend {
  private:
   WorkPtr point_to_point(std::span<const P2POp> ops, const char* operation);
   WaitLimit limit(const char* operation, int peer = -1) const { return {operation, peer, options_.timeout}; }
+  // The byte length of the probed or matched message `status` describes; CorruptData, before
+  // anything is allocated, when it is over options_.max_message_bytes.
+  MPI_Count checked_message_length(const MPI_Status& status) const;
 
   MPI_Comm comm_;
   MpiBackendOptions options_;

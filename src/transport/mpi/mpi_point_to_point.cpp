@@ -41,6 +41,19 @@ WorkPtr MpiBackend::recv(const Tensor& tensor, int src, int tag) {
 }
 
 // Matched probe and receive: no other thread's receive can take the probed message in between.
+MPI_Count MpiBackend::checked_message_length(const MPI_Status& status) const {
+  MPI_Count length = 0;
+  TT_MPI_CHECK(MPI_Get_elements_x(&status, MPI_BYTE, &length));
+  if (length < 0 || static_cast<std::uint64_t>(length) > options_.max_message_bytes) {
+    throw CorruptData("recv_message: rank " + std::to_string(status.MPI_SOURCE) + " sent a message of " +
+                      std::to_string(static_cast<long long>(length)) + " bytes, more than this rank's limit of " +
+                      std::to_string(options_.max_message_bytes) +
+                      " bytes (GroupOptions::max_message_bytes); nothing was allocated and the message was "
+                      "left unreceived");
+  }
+  return length;
+}
+
 ReceivedMessage MpiBackend::recv_message(int src, int tag) {
   const Check check(rank_, size_, "recv_message");
   if (src != kAnySource) check.group_rank(src, "peer");
@@ -56,24 +69,15 @@ ReceivedMessage MpiBackend::recv_message(int src, int tag) {
     return found != 0;
   };
   wait_bounded(arrived, bound.timeout, [&] { return timed_out(bound, rank_); }, WaitStyle::Spin);
-  MPI_Count length = 0;
-  TT_MPI_CHECK(MPI_Get_elements_x(&status, MPI_BYTE, &length));
-  if (length < 0 || static_cast<std::uint64_t>(length) > options_.max_message_bytes) {
-    throw CorruptData("recv_message: rank " + std::to_string(status.MPI_SOURCE) + " sent a message of " +
-                      std::to_string(static_cast<long long>(length)) + " bytes, more than this rank's limit of " +
-                      std::to_string(options_.max_message_bytes) +
-                      " bytes (GroupOptions::max_message_bytes); nothing was allocated and the message was "
-                      "left unreceived");
-  }
+  checked_message_length(status);
   // Messages from one sender on one tag do not overtake each other: matching on the probed sender
-  // takes the very message whose length was just checked.
+  // takes the message just checked, or, if another thread received that one meanwhile, that
+  // sender's next one, checked again before anything is allocated for it.
   MPI_Message message = MPI_MESSAGE_NULL;
   int matched = 0;
   TT_MPI_CHECK(MPI_Improbe(status.MPI_SOURCE, tag, comm_, &matched, &message, &status));
   if (matched == 0) throw BackendError("recv_message: the probed message was received by another thread");
-  MPI_Count matched_length = 0;
-  TT_MPI_CHECK(MPI_Get_elements_x(&status, MPI_BYTE, &matched_length));
-  if (matched_length != length) throw BackendError("recv_message: the probed message was received by another thread");
+  const MPI_Count length = checked_message_length(status);
   ReceivedMessage received{Tensor::empty({static_cast<std::int64_t>(length)}, {DType::UInt8}), status.MPI_SOURCE};
   MpiWork work(rank_, bound);
   const Block block = block_of(length, DType::UInt8, options_.max_count, work);
