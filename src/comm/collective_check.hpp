@@ -21,9 +21,9 @@ namespace tensortree::dist::detail {
 
 // What one rank is about to call.
 struct CollectiveCall {
-  std::string_view op;
+  std::string_view op = {};
   int root = -1;  // -1: the operation has none
-  std::optional<ReduceOp> reduction;
+  std::optional<ReduceOp> reduction = std::nullopt;
   // Every rank's tensor has this dtype and, with same_shape, this shape (null: nothing to compare).
   const Tensor* tensor = nullptr;
   bool same_shape = true;

@@ -109,8 +109,11 @@ std::int64_t total_output_rows(const std::vector<std::int64_t>& output_splits, s
         elements ? tensortree::detail::checked_mul(*elements, static_cast<std::int64_t>(itemsize)) : std::nullopt;
     const std::optional<std::int64_t> sum = tensortree::detail::checked_add(total, rows);
     if (!bytes || !sum) {
-      throw CorruptData(std::string(op) + ": " + std::to_string(rows) + " rows from rank " + std::to_string(r) +
-                        " of " + std::to_string(row_numel) + " elements overflow int64");
+      const std::string message = std::string(op) + ": " + std::to_string(rows) + " rows from rank " +
+                                  std::to_string(r) + " of " + std::to_string(row_numel) + " elements overflow int64";
+      // Rows the peers announced are their bytes; rows the caller passed are its argument.
+      if (from_peers) throw CorruptData(message);
+      throw InvalidArgument(message);
     }
     if (from_peers) {
       tensortree::detail::check_peer_claim(group, static_cast<int>(r), static_cast<std::uint64_t>(*bytes),
