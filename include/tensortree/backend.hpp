@@ -86,6 +86,11 @@ class TT_API Backend {
   virtual WorkPtr batch_p2p(std::span<const P2POp> ops);
   virtual WorkPtr barrier();
 
+  // Ends this rank's use of the backend (Group::abort): every later operation, and every wait on
+  // one in flight, ends with BackendError naming `reason`; a transport that can stop its transfers
+  // does (NCCL aborts its communicator). Cannot fail; the default does nothing.
+  virtual void abort(const std::string& reason);
+
  protected:
   [[noreturn]] void unsupported(std::string_view operation) const;
 };

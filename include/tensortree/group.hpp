@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tensortree/backend.hpp"
@@ -70,6 +71,17 @@ class TT_API Group {
   // `device`: each pair of ranks may be served by a different transport. InvalidArgument for a
   // peer outside the group.
   Backend& transport(int peer, Device device) const;
+
+  // Ends this rank's use of the group, for when a peer is gone or a Timeout left the ranks out of
+  // step. Every transport of the group is told (NCCL aborts its communicator); waits in flight, on
+  // any thread, end with BackendError naming `reason`; a Work dropped afterwards abandons its
+  // transfer (keeping its buffers) instead of waiting for it; every later operation on any copy of
+  // the group throws BackendError. Local to this rank (the others are not told) and to this group
+  // (groups split from it are not aborted). Never blocks and cannot be undone: make new groups,
+  // or end the process. A no-op for an empty Group or a non-member.
+  void abort(const std::string& reason) const;
+  // Whether abort() was called on this rank (on any copy of the group).
+  bool is_aborted() const;
 
  private:
   friend class detail::GroupAccess;

@@ -26,5 +26,6 @@ WorkPtr Backend::recv(const Tensor&, int, int) { unsupported("recv"); }
 ReceivedMessage Backend::recv_message(int, int) { unsupported("recv_message"); }
 WorkPtr Backend::batch_p2p(std::span<const P2POp>) { unsupported("batch_p2p"); }
 WorkPtr Backend::barrier() { unsupported("barrier"); }
+void Backend::abort(const std::string&) {}
 
 }  // namespace tensortree

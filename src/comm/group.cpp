@@ -68,4 +68,10 @@ Backend& Group::transport(int peer, Device device) const {
   return detail::GroupAccess::require(*this).transport(peer, device);
 }
 
+void Group::abort(const std::string& reason) const {
+  if (state_ && state_->is_member()) state_->abort(reason);
+}
+
+bool Group::is_aborted() const { return state_ && state_->is_aborted(); }
+
 }  // namespace tensortree

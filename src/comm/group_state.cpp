@@ -1,5 +1,6 @@
 #include "comm/group_state.hpp"
 
+#include <set>
 #include <string>
 
 #include "tensortree/error.hpp"
@@ -50,6 +51,20 @@ GroupState::~GroupState() = default;
 void GroupState::require_member() const {
   if (rank_ < 0) {
     throw InvalidArgument("this process is not a member of the group of world ranks " + rank_list(world_ranks_));
+  }
+  aborted_.throw_if_raised(
+      [&] { return "the group of world ranks " + rank_list(world_ranks_) + " on its rank " + std::to_string(rank_); });
+}
+
+void GroupState::abort(const std::string& reason) {
+  aborted_.raise(reason);
+  const std::lock_guard lock(transports_mutex_);
+  std::set<Backend*> told;
+  for (auto& [device, table] : transports_) {
+    if (told.insert(table.collectives.get()).second) table.collectives->abort(reason);
+    for (const auto& peer : table.peers) {
+      if (told.insert(peer.get()).second) peer->abort(reason);
+    }
   }
 }
 

@@ -8,11 +8,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <typeindex>
 #include <utility>
 #include <vector>
 
 #include "comm/bootstrap.hpp"
+#include "core/abort_signal.hpp"
 #include "tensortree/backend.hpp"
 #include "tensortree/device.hpp"
 #include "tensortree/group.hpp"
@@ -64,6 +66,10 @@ class GroupState {
   Backend& backend(Device device);
   Backend& transport(int peer, Device device);
 
+  // Group::abort: tells every transport made so far, then refuses every later use. Never blocks.
+  void abort(const std::string& reason);
+  bool is_aborted() const { return aborted_.raised(); }
+
   // Collective over the members: the members passing the same non-negative `color` form a new
   // group, ranked by `key`; `world_ranks` are its members' in that order. A member passing a
   // negative color gets a non-member's state of `world_ranks`.
@@ -80,6 +86,7 @@ class GroupState {
   }
 
  private:
+  // InvalidArgument for a non-member; BackendError once aborted.
   void require_member() const;
   const DeviceTransports& transports(Device device);
 
@@ -93,6 +100,7 @@ class GroupState {
   // tensors over the group's host transport).
   std::recursive_mutex transports_mutex_;
   std::map<std::pair<DeviceType, int>, DeviceTransports> transports_;
+  AbortSignal aborted_;
   std::mutex attachments_mutex_;
   std::map<std::type_index, std::shared_ptr<void>> attachments_;
 };

@@ -28,10 +28,13 @@ class ThenWork final : public Work {
 
  protected:
   bool test() override { return first_->is_completed(); }
-  // first's error is raised by finish(), where on_error may translate it.
+  // first's error is raised by finish(), where on_error may translate it; a Timeout is not an
+  // error (first is still in flight) and goes to the waiter as it is.
   void block() override {
     try {
       first_->wait();
+    } catch (const Timeout&) {
+      throw;
     } catch (...) {
     }
   }

@@ -14,6 +14,7 @@
 
 #include "core/checked_math.hpp"
 #include "tree/consolidation_access.hpp"
+#include "comm/collective_check.hpp"
 #include "comm/dist_internal.hpp"
 #include "comm/peer_claims.hpp"
 #include "tensortree/dist_ops.hpp"
@@ -299,7 +300,8 @@ TensorTree& TensorTree::broadcast(int src, const Group& group) {
 
 WorkPtr TensorTree::broadcast_async(int src, const Group& group) {
   dist::detail::check_member(group, "broadcast");
-  dist::detail::check_rank(src, "src", group, "broadcast");
+  dist::detail::check_collective({.op = "tree broadcast", .root = src}, group,
+                                 [&] { dist::detail::check_rank(src, "src", group, "broadcast"); });
   if (group.rank() == src) return broadcast_from_root(*this, group);
   return broadcast_to_receiver(*this, src, group);
 }
@@ -310,6 +312,7 @@ std::vector<TensorTree> TensorTree::all_gather(const Group& group) const {
 
 Pending<std::vector<TensorTree>> TensorTree::all_gather_async(const Group& group) const {
   dist::detail::check_member(group, "all_gather");
+  dist::detail::check_collective({.op = "tree all_gather"}, group, [] {});
   const Tensor block = block_of(*this, detail::device_of(*this, "all_gather"));
   return trees_when_arrived(dist::all_gather_variadic_shape_async(block, group),
                             static_cast<std::size_t>(group.size()), "all_gather");
@@ -321,7 +324,8 @@ std::vector<TensorTree> TensorTree::gather(int dst, const Group& group) const {
 
 Pending<std::vector<TensorTree>> TensorTree::gather_async(int dst, const Group& group) const {
   dist::detail::check_member(group, "gather");
-  dist::detail::check_rank(dst, "dst", group, "gather");
+  dist::detail::check_collective({.op = "tree gather", .root = dst}, group,
+                                 [&] { dist::detail::check_rank(dst, "dst", group, "gather"); });
   const Tensor block = block_of(*this, detail::device_of(*this, "gather"));
   const std::size_t count = group.rank() == dst ? static_cast<std::size_t>(group.size()) : 0;
   return trees_when_arrived(dist::gather_variadic_shape_async(block, dst, group), count, "gather");
@@ -335,7 +339,8 @@ TensorTree& TensorTree::scatter(int src, std::span<const TensorTree> trees, cons
 WorkPtr TensorTree::scatter_async(int src, std::span<const TensorTree> trees, const Group& group) {
   constexpr const char* op = "scatter";
   dist::detail::check_member(group, op);
-  dist::detail::check_rank(src, "src", group, op);
+  dist::detail::check_collective({.op = "tree scatter", .root = src}, group,
+                                 [&] { dist::detail::check_rank(src, "src", group, op); });
   const Receiver mine = receiver_of(*this, op);
   const auto n = static_cast<std::size_t>(group.size());
   // The root's verdict and device kind go first, so that every rank posts the same data round.

@@ -8,6 +8,7 @@
 
 #include "tree/consolidation_access.hpp"
 #include "comm/agreement.hpp"
+#include "comm/collective_check.hpp"
 #include "comm/dist_internal.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/error.hpp"
@@ -33,7 +34,11 @@ void check_same_layout(std::uint64_t fingerprint, const Group& group, std::strin
 WorkPtr reduce_buckets(const TensorTree& tree, const Group& group, ReduceOp op, std::optional<int> dst,
                        std::string_view name) {
   dist::detail::check_member(group, name);
-  if (dst) dist::detail::check_rank(*dst, "dst", group, name);
+  // The name tells a tree's reduction from dist's: each dtype bucket's own call is checked again.
+  const std::string tree_op = "tree " + std::string(name);
+  dist::detail::check_collective({.op = tree_op, .root = dst.value_or(-1), .reduction = op}, group, [&] {
+    if (dst) dist::detail::check_rank(*dst, "dst", group, name);
+  });
   const Device device = detail::device_of(tree, name);
   const detail::TreeLayout layout = detail::layout_of(tree, device);
   check_same_layout(layout.schema->fingerprint(), group, name);

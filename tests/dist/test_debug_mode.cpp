@@ -9,6 +9,7 @@
 #include "dist_support.hpp"
 #include "ops_test_support.hpp"
 #include "tensortree/dist_ops.hpp"
+#include "tensortree/tree.hpp"
 
 using namespace tensortree;
 using namespace tensortree::test;
@@ -141,4 +142,26 @@ TEST_CASE("debug mode: GroupOptions::debug_checks turns it on for one group with
   // A matching call on the checked group gives the usual result; the world is unchecked.
   CHECK_FALSE(world.options().debug_checks);
   check_group_still_works(world);
+}
+
+TEST_CASE("debug mode: tree collectives with different roots or operations fail every rank", "[debug]") {
+  const DebugSetting detail("DETAIL");
+  const Group& world = context().world();
+  TensorTree tree(Shape{3});
+  tree.set({"obs", "pixels"}, rank_tensor({3, 4}));
+  tree.set("reward", rank_tensor({3}, DType::Int64));
+  const int root = world_rank() == 0 ? 0 : 1;
+  CHECK_THROWS_WITH(tree.broadcast(root, world), Catch::Contains("root: 0 on rank 0"));
+  CHECK(mismatch(tree.get({"obs", "pixels"}), DType::Float32, {3, 4}, values_of(world_rank())) == "");
+  const auto call = [&] {
+    if (world_rank() == last_rank()) {
+      tree.all_reduce(world);
+    } else {
+      tree.broadcast(0, world);
+    }
+  };
+  CHECK_THROWS_WITH(call(), Catch::Contains("tree all_reduce on rank " + std::to_string(last_rank())));
+  check_group_still_works(world);
+  tree.all_reduce(world, ReduceOp::Max);  // matching calls still give the usual result
+  CHECK(mismatch(tree.get("reward"), DType::Int64, {3}, values_of(last_rank())) == "");
 }

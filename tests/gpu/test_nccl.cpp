@@ -35,6 +35,7 @@ using namespace tensortree;
 namespace {
 
 const Device kGpu = Device::cuda(0);
+constexpr std::chrono::milliseconds kTestTimeout = std::chrono::minutes(1);
 const Shape kSmall{3, 5};  // small enough for every float8 value to stay finite
 
 constexpr std::array kAllOps = {ReduceOp::Sum,       ReduceOp::Product,   ReduceOp::Min,
@@ -42,7 +43,7 @@ constexpr std::array kAllOps = {ReduceOp::Sum,       ReduceOp::Product,   Reduce
                                 ReduceOp::BitwiseOr, ReduceOp::BitwiseXor};
 
 std::unique_ptr<Backend> world_of_one() {
-  return detail::make_nccl_backend(0, 1, 0, [](std::span<std::byte>) {});
+  return detail::make_nccl_backend(0, 1, 0, kTestTimeout, [](std::span<std::byte>) {});
 }
 
 // Non-zero values that differ from element to element: bools follow a pattern with both values,
@@ -146,7 +147,7 @@ TEST_CASE("make_nccl_backend at world size 1 is rank 0 of 1 and named nccl") {
 TEST_CASE("make_nccl_backend hands rank 0's unique id, all of its bytes, to the broadcast callback") {
   std::size_t id_bytes = 0;
   bool any_non_zero = false;
-  const auto nccl = detail::make_nccl_backend(0, 1, 0, [&](std::span<std::byte> id) {
+  const auto nccl = detail::make_nccl_backend(0, 1, 0, kTestTimeout, [&](std::span<std::byte> id) {
     id_bytes = id.size();
     for (std::byte b : id) any_non_zero = any_non_zero || b != std::byte{0};
   });
@@ -156,11 +157,11 @@ TEST_CASE("make_nccl_backend hands rank 0's unique id, all of its bytes, to the 
 
 TEST_CASE("make_nccl_backend rejects a rank outside the group and a device that does not exist") {
   const auto no_broadcast = [](std::span<std::byte>) {};
-  CHECK_THROWS_AS(detail::make_nccl_backend(1, 1, 0, no_broadcast), InvalidArgument);
-  CHECK_THROWS_AS(detail::make_nccl_backend(-1, 1, 0, no_broadcast), InvalidArgument);
-  CHECK_THROWS_AS(detail::make_nccl_backend(0, 0, 0, no_broadcast), InvalidArgument);
-  CHECK_THROWS_AS(detail::make_nccl_backend(0, 1, -1, no_broadcast), InvalidArgument);
-  CHECK_THROWS_AS(detail::make_nccl_backend(0, 1, cuda_device_count(), no_broadcast), InvalidArgument);
+  CHECK_THROWS_AS(detail::make_nccl_backend(1, 1, 0, kTestTimeout, no_broadcast), InvalidArgument);
+  CHECK_THROWS_AS(detail::make_nccl_backend(-1, 1, 0, kTestTimeout, no_broadcast), InvalidArgument);
+  CHECK_THROWS_AS(detail::make_nccl_backend(0, 0, 0, kTestTimeout, no_broadcast), InvalidArgument);
+  CHECK_THROWS_AS(detail::make_nccl_backend(0, 1, -1, kTestTimeout, no_broadcast), InvalidArgument);
+  CHECK_THROWS_AS(detail::make_nccl_backend(0, 1, cuda_device_count(), kTestTimeout, no_broadcast), InvalidArgument);
 }
 
 // ---- data movement: every dtype as bytes ---------------------------------------------------------
@@ -364,3 +365,16 @@ TEST_CASE("a Work outlives the backend that returned it and still completes") {
 }
 
 #endif  // TT_HAVE_NCCL && TT_HAVE_MPI
+
+TEST_CASE("an aborted NCCL backend refuses every later operation, naming the reason") {
+  const auto nccl = world_of_one();
+  Tensor values = host_values(DType::Float32, kSmall).to(kGpu);
+  nccl->all_reduce(values, ReduceOp::Sum)->wait();
+  nccl->abort("peer 3 is gone");
+  try {
+    nccl->all_reduce(values, ReduceOp::Sum)->wait();
+    FAIL("an aborted communicator ran an operation");
+  } catch (const BackendError& error) {
+    CHECK_THAT(error.what(), Catch::Matchers::Contains("peer 3 is gone"));
+  }
+}

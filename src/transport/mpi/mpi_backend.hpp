@@ -7,7 +7,10 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <memory>
+#include <string>
 
+#include "core/abort_signal.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/mpi/mpi_reductions.hpp"
 #include "transport/mpi/mpi_work.hpp"
@@ -56,10 +59,17 @@ class MpiBackend final : public Backend {
   ReceivedMessage recv_message(int src, int tag) override;
   WorkPtr batch_p2p(std::span<const P2POp> ops) override;
   WorkPtr barrier() override;
+  // Later operations, and waits on those in flight, end with BackendError; a Work dropped
+  // afterwards abandons its transfer instead of waiting for it.
+  void abort(const std::string& reason) override { aborted_->raise(reason); }
 
  private:
   WorkPtr point_to_point(std::span<const P2POp> ops, const char* operation);
-  WaitLimit limit(const char* operation, int peer = -1) const { return {operation, peer, options_.timeout}; }
+  // The wait limit of a new operation; BackendError once the backend was aborted.
+  WaitLimit limit(const char* operation, int peer = -1) const {
+    aborted_->throw_if_raised([&] { return "the MPI transport of rank " + std::to_string(rank_); });
+    return {operation, peer, options_.timeout, aborted_};
+  }
   // The byte length of the probed or matched message `status` describes; CorruptData, before
   // anything is allocated, when it is over options_.max_message_bytes.
   MPI_Count checked_message_length(const MPI_Status& status) const;
@@ -70,6 +80,7 @@ class MpiBackend final : public Backend {
   int size_ = 0;
   int tag_upper_bound_ = 32767;  // the least MPI guarantees; the constructor asks for the real one
   MpiReductions reductions_;
+  std::shared_ptr<AbortSignal> aborted_ = std::make_shared<AbortSignal>();
 };
 
 }  // namespace tensortree::detail

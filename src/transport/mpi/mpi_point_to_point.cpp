@@ -68,7 +68,7 @@ ReceivedMessage MpiBackend::recv_message(int src, int tag) {
     TT_MPI_CHECK(MPI_Iprobe(src == kAnySource ? MPI_ANY_SOURCE : src, tag, comm_, &found, &status));
     return found != 0;
   };
-  wait_bounded(arrived, bound.timeout, [&] { return timed_out(bound, rank_); }, WaitStyle::Spin);
+  wait_within(bound, rank_, arrived);
   checked_message_length(status);
   // Messages from one sender on one tag do not overtake each other: matching on the probed sender
   // takes the message just checked, or, if another thread received that one meanwhile, that

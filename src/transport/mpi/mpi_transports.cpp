@@ -35,7 +35,7 @@ std::shared_ptr<Backend> host_transport(GroupState& group) {
 // the bootstrap carries it to the others.
 std::shared_ptr<Backend> cuda_transport(GroupState& group, Device device) {
   Bootstrap& bootstrap = group.bootstrap();
-  return make_nccl_backend(group.rank(), group.size(), device.index(),
+  return make_nccl_backend(group.rank(), group.size(), device.index(), group.options().timeout,
                            [&bootstrap](std::span<std::byte> unique_id) { bootstrap.broadcast(unique_id, 0); });
 }
 #else

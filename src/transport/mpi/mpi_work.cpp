@@ -1,7 +1,10 @@
 #include "transport/mpi/mpi_work.hpp"
 
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "core/abandoned_operations.hpp"
 #include "transport/mpi/mpi_check.hpp"
 #include "tensortree/error.hpp"
 
@@ -9,12 +12,45 @@ namespace tensortree::detail {
 
 MpiWork::~MpiWork() {
   if (mpi_is_finalized()) return;
-  // A receive nobody will match would block forever; collectives and sends cannot be cancelled
-  // and are waited for (their peers are bound to take part).
+  // A receive nobody will match would block forever; collectives and sends cannot be cancelled.
   for (const Receive& receive : receives_) {
     if (requests_[receive.request] != MPI_REQUEST_NULL) MPI_Cancel(&requests_[receive.request]);
   }
-  for (MPI_Request& request : requests_) MPI_Wait(&request, MPI_STATUS_IGNORE);  // see block()
+  const bool hopeless = timed_out_ || (limit_.aborted && limit_.aborted->raised());
+  const auto limit = hopeless ? std::chrono::milliseconds::zero() : limit_.timeout;
+  if (!poll_until([this] { return settled_quietly(); }, deadline_after(limit), WaitStyle::Spin)) abandon_pending();
+}
+
+bool MpiWork::settled_quietly() {
+  for (; completed_ < requests_.size(); ++completed_) {
+    int complete = 0;
+    if (MPI_Test(&requests_[completed_], &complete, MPI_STATUS_IGNORE) == MPI_SUCCESS && !complete) return false;
+  }
+  return true;
+}
+
+// The transfer may still read or write everything the Work kept, so all of it goes with the
+// requests; MPI forbids freeing an active collective's request, so they are tested, never freed.
+void MpiWork::abandon_pending() {
+  struct InFlight {
+    std::vector<MPI_Request> requests;
+    std::vector<Tensor> tensors;
+    std::vector<MpiDatatype> datatypes;
+    std::vector<std::shared_ptr<const void>> arrays;
+  };
+  auto held = std::make_shared<InFlight>();
+  held->requests.assign(requests_.begin() + static_cast<std::ptrdiff_t>(completed_), requests_.end());
+  held->tensors = std::move(tensors_);
+  held->datatypes = std::move(datatypes_);
+  held->arrays = std::move(arrays_);
+  abandon_operation([held] {
+    if (mpi_is_finalized()) return false;
+    for (MPI_Request& request : held->requests) {
+      int complete = 0;
+      if (MPI_Test(&request, &complete, MPI_STATUS_IGNORE) == MPI_SUCCESS && !complete) return false;
+    }
+    return true;
+  });
 }
 
 // Only the requests a timed-out block() has not seen complete: MPI would overwrite the statuses of
@@ -43,7 +79,12 @@ void MpiWork::block() {
     }
     return true;
   };
-  wait_bounded(done, limit_.timeout, [&] { return timed_out(limit_, rank_); }, WaitStyle::Spin);
+  try {
+    wait_within(limit_, rank_, done);
+  } catch (const Timeout&) {
+    timed_out_ = true;
+    throw;
+  }
 }
 
 Timeout timed_out(const WaitLimit& limit, int rank) {

@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "core/abort_signal.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/mpi/mpi_handles.hpp"
 #include "tensortree/error.hpp"
@@ -26,6 +28,8 @@ struct WaitLimit {
   const char* operation = "operation";  // a string literal: the backend operation's name
   int peer = -1;                        // the group rank at the other end; -1 for a collective
   std::chrono::milliseconds timeout = kUnbounded;
+  // Raised by Backend::abort: the wait ends at once with BackendError.
+  std::shared_ptr<const AbortSignal> aborted;
 };
 
 // The requests of one operation and everything they read or write (tensors, derived datatypes,
@@ -35,6 +39,9 @@ class MpiWork final : public Work {
   MpiWork(int rank, WaitLimit limit) : rank_(rank), limit_(limit) {}
   MpiWork(const MpiWork&) = delete;
   MpiWork& operator=(const MpiWork&) = delete;
+  // Cancels the receives still pending and waits for the rest up to the group's timeout (not at
+  // all once a wait timed out or the backend was aborted); what is still in flight after that is
+  // abandoned (core/abandoned_operations.hpp) rather than waited for forever.
   ~MpiWork() override;
 
   void keep(const Tensor& tensor) {
@@ -84,6 +91,9 @@ class MpiWork final : public Work {
   void check_status(int status, const char* call) const;
   [[noreturn]] void raise(int error, const char* call) const;
   void check_receive(const Receive& receive) const;
+  // True once every request has completed; never throws (a failed request counts as completed).
+  bool settled_quietly();
+  void abandon_pending();
 
   int rank_;
   WaitLimit limit_;
@@ -91,6 +101,7 @@ class MpiWork final : public Work {
   std::vector<MPI_Status> statuses_;
   // Requests [0, completed_) have completed (in order) within block(); their statuses are final.
   std::size_t completed_ = 0;
+  bool timed_out_ = false;
   std::vector<Receive> receives_;
   std::vector<Tensor> tensors_;
   std::vector<MpiDatatype> datatypes_;
@@ -100,5 +111,17 @@ class MpiWork final : public Work {
 
 // The Timeout of a wait on `limit`'s operation that ran past it, on group rank `rank`.
 Timeout timed_out(const WaitLimit& limit, int rank);
+
+// Polls `done` within `limit`: Timeout past it, BackendError once the backend is aborted.
+template <class Done>
+void wait_within(const WaitLimit& limit, int rank, Done&& done) {
+  const auto done_or_aborted = [&] {
+    if (limit.aborted) {
+      limit.aborted->throw_if_raised([&] { return "rank " + std::to_string(rank) + ": " + limit.operation; });
+    }
+    return done();
+  };
+  wait_bounded(done_or_aborted, limit.timeout, [&] { return timed_out(limit, rank); }, WaitStyle::Spin);
+}
 
 }  // namespace tensortree::detail

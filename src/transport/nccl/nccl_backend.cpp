@@ -53,6 +53,7 @@ class NcclBackend final : public Backend {
   }
   int rank() const override { return state_->rank(); }
   int size() const override { return state_->size(); }
+  void abort(const std::string& reason) override { state_->abort(reason); }
 
   WorkPtr broadcast(const Tensor& tensor, int root) override {
     check_tensor(tensor, "broadcast", "tensor");
@@ -273,13 +274,14 @@ void check_arguments(int rank, int size, int device) {
 }  // namespace
 
 std::unique_ptr<Backend> make_nccl_backend(
-    int rank, int size, int device, const std::function<void(std::span<std::byte>)>& broadcast_unique_id) {
+    int rank, int size, int device, std::chrono::milliseconds timeout,
+    const std::function<void(std::span<std::byte>)>& broadcast_unique_id) {
   check_arguments(rank, size, device);
   cuda::DeviceGuard guard(device);  // NCCL binds the communicator to the current device
   ncclUniqueId id{};
   if (rank == 0) TT_NCCL_CHECK(ncclGetUniqueId(&id));
   broadcast_unique_id(std::as_writable_bytes(std::span(id.internal)));
-  return std::make_unique<NcclBackend>(std::make_shared<NcclState>(rank, size, device, id));
+  return std::make_unique<NcclBackend>(std::make_shared<NcclState>(rank, size, device, timeout, id));
 }
 
 }  // namespace tensortree::detail

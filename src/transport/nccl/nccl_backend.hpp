@@ -9,9 +9,10 @@
 //   wait() returns once the results are in device memory, so anything issued afterwards, on any
 //   stream, sees them. While waiting, NCCL's asynchronous error state is polled too: an error
 //   (a peer that died, a network failure) aborts the communicator and is rethrown as BackendError,
-//   where a plain cudaEventSynchronize would hang forever;
+//   where a plain cudaEventSynchronize would hang forever; a wait longer than the group's timeout
+//   throws Timeout, and Group::abort aborts the communicator;
 // - a Work keeps its tensors, and the communicator, alive until the operation has finished; one
-//   dropped while in flight waits for it;
+//   dropped while in flight waits for it up to the timeout, then abandons it with its buffers;
 // - an operation that moves no bytes completes at once without NCCL (all ranks agree on sizes).
 //
 // What NCCL cannot do:
@@ -24,6 +25,7 @@
 //   Data movement (broadcast, gathers, scatter, all_to_all, send/recv) takes every dtype as bytes.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -36,8 +38,10 @@ namespace tensortree::detail {
 // Collective over the `size` ranks: creates a communicator whose rank `rank` uses CUDA device
 // `device`. Rank 0 creates the ncclUniqueId and `broadcast_unique_id` must hand those bytes to
 // every rank, in place (MPI_Bcast from rank 0; a no-op when size is 1). Returns once every rank
-// has joined. InvalidArgument for a rank, size or device that cannot be; BackendError from NCCL.
+// has joined. Waits on its operations throw Timeout after `timeout`. InvalidArgument for a rank,
+// size or device that cannot be; BackendError from NCCL.
 std::unique_ptr<Backend> make_nccl_backend(
-    int rank, int size, int device, const std::function<void(std::span<std::byte>)>& broadcast_unique_id);
+    int rank, int size, int device, std::chrono::milliseconds timeout,
+    const std::function<void(std::span<std::byte>)>& broadcast_unique_id);
 
 }  // namespace tensortree::detail

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <mutex>
 #include <string>
 
@@ -18,10 +19,11 @@ namespace tensortree::detail {
 class NcclState {
  public:
   // With `device` current.
-  NcclState(int rank, int size, int device, const ncclUniqueId& id)
+  NcclState(int rank, int size, int device, std::chrono::milliseconds timeout, const ncclUniqueId& id)
       : rank_(rank),
         size_(size),
         device_(device),
+        timeout_(timeout),
         stream_(make_stream()),
         producer_(make_event()),
         comm_(rank, size, id) {}
@@ -29,6 +31,23 @@ class NcclState {
   int rank() const { return rank_; }
   int size() const { return size_; }
   int device() const { return device_; }
+  // The longest a wait on one operation may last (the group's GroupOptions::timeout).
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  std::string where() const {
+    return "rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " on cuda:" + std::to_string(device_);
+  }
+
+  // Group::abort: NCCL's kernels stop waiting for peers, and every later use throws.
+  void abort(const std::string& reason) {
+    std::lock_guard lock(mutex_);
+    if (comm_.aborted()) return;
+    abort_reason_ = reason + " (Group::abort)";
+    comm_.abort();
+  }
+  bool aborted() {
+    std::lock_guard lock(mutex_);
+    return comm_.aborted();
+  }
 
   // Queues `enqueue(comm, stream)` behind the work already on the legacy default stream and
   // records `done` after it. With the backend's device current.
@@ -53,27 +72,25 @@ class NcclState {
     TT_NCCL_CHECK(ncclCommGetAsyncError(comm_.get(), &status));
     if (status == ncclSuccess || status == ncclInProgress) return;
     const std::string text = nccl_error_text(status) + " (" + where() + "; the communicator was aborted)";
+    abort_reason_ = "an earlier error: " + text;
     comm_.abort();
     throw_foreign_error("NCCL", "ncclCommGetAsyncError", text, static_cast<long>(status), __FILE__, __LINE__);
   }
 
  private:
-  std::string where() const {
-    return "rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-           " on cuda:" + std::to_string(device_);
-  }
-
   void throw_if_aborted() const {
     if (comm_.aborted()) {
-      throw BackendError("the NCCL communicator of " + where() +
-                         " was aborted after an earlier error; create a new group");
+      throw BackendError("the NCCL communicator of " + where() + " was aborted after " + abort_reason_ +
+                         "; create a new group");
     }
   }
 
   const int rank_;
   const int size_;
   const int device_;
-  std::mutex mutex_;  // NCCL communicators are not thread-safe
+  const std::chrono::milliseconds timeout_;
+  std::mutex mutex_;
+  std::string abort_reason_;  // NCCL communicators are not thread-safe
   CudaStream stream_;
   CudaEvent producer_;  // reused: a stream wait captures the event's state when it is called
   NcclComm comm_;       // declared last: destroyed before the stream its operations ran on

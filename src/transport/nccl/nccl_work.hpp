@@ -6,11 +6,15 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "core/abandoned_operations.hpp"
+#include "core/wait_bounded.hpp"
 #include "transport/nccl/nccl_handles.hpp"
 #include "transport/nccl/nccl_state.hpp"
+#include "tensortree/error.hpp"
 #include "tensortree/tensor.hpp"
 #include "tensortree/work.hpp"
 
@@ -23,15 +27,28 @@ class NcclWork final : public Work {
   NcclWork(const NcclWork&) = delete;
   NcclWork& operator=(const NcclWork&) = delete;
 
-  // Work's contract: an operation in flight is waited for, since the device still uses its buffers.
+  // An operation in flight is waited for up to the group's timeout (not at all once a wait timed
+  // out or the communicator was aborted); past that its buffers are abandoned with it, since the
+  // device may still use them (core/abandoned_operations.hpp).
   ~NcclWork() override {
     if (reached_) return;
-    try {
-      block();
-    } catch (...) {
-      // The error was for a waiter to see. After an abort NCCL's kernels exit, so this returns.
-      cudaEventSynchronize(done_.get());
+    if (!timed_out_ && !state_->aborted()) {
+      try {
+        block();
+        return;
+      } catch (...) {
+        // The error was for a waiter to see; what is left is abandoned below.
+      }
     }
+    if (reached_) return;
+    abandon_operation([state = state_, done = std::make_shared<CudaEvent>(std::move(done_)),
+                       tensors = std::make_shared<std::vector<Tensor>>(std::move(tensors_))] {
+      try {
+        return event_reached(done->get());
+      } catch (const Error&) {
+        return true;  // the device failed the stream: nothing more will be written
+      }
+    });
   }
 
   cudaEvent_t done_event() const { return done_.get(); }
@@ -46,6 +63,21 @@ class NcclWork final : public Work {
     return reached_;
   }
 
+  // Polled within the group's timeout: a kernel waiting for a dead peer never reaches the event.
+  void block() override {
+    try {
+      wait_bounded([this] { return test(); }, state_->timeout(), [this] {
+        return Timeout(state_->where() + ": an NCCL operation did not complete within the group's timeout of " +
+                       std::to_string(state_->timeout().count()) +
+                       " ms (GroupOptions::timeout); it is still queued and may be waited for again, or "
+                       "Group::abort ends it");
+      });
+    } catch (const Timeout&) {
+      timed_out_ = true;
+      throw;
+    }
+  }
+
   void finish() override {
     tensors_.clear();  // the device is done with them
   }
@@ -55,6 +87,7 @@ class NcclWork final : public Work {
   CudaEvent done_;
   std::vector<Tensor> tensors_;
   bool reached_ = false;
+  bool timed_out_ = false;
 };
 
 }  // namespace tensortree::detail

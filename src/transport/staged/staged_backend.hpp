@@ -26,6 +26,7 @@ class StagedBackend final : public Backend {
   }
   int rank() const override { return host_.rank(); }
   int size() const override { return host_.size(); }
+  void abort(const std::string& reason) override { host_.abort(reason); }
 
   WorkPtr broadcast(const Tensor& tensor, int root) override;
   WorkPtr all_reduce(const Tensor& tensor, ReduceOp op) override;
