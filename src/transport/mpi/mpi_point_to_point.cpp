@@ -79,9 +79,12 @@ ReceivedMessage MpiBackend::recv_message(int src, int tag) {
   if (matched == 0) throw BackendError("recv_message: the probed message was received by another thread");
   const MPI_Count length = checked_message_length(status);
   ReceivedMessage received{Tensor::empty({static_cast<std::int64_t>(length)}, {DType::UInt8}), status.MPI_SOURCE};
+  // Received like any other transfer, so that a sender that dies mid-message costs a Timeout.
   MpiWork work(rank_, bound);
+  work.keep(received.bytes);
   const Block block = block_of(length, DType::UInt8, options_.max_count, work);
-  TT_MPI_CHECK(MPI_Mrecv(received.bytes.data_ptr(), block.count, block.datatype, &message, MPI_STATUS_IGNORE));
+  TT_MPI_CHECK(MPI_Imrecv(received.bytes.data_ptr(), block.count, block.datatype, &message, work.request_slot()));
+  work.wait();
   return received;
 }
 
