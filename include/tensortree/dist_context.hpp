@@ -1,7 +1,9 @@
 // DistributedContext: the process's place in the job. Initialises MPI (or adopts an MPI the
 // program initialised), finds the local rank among the ranks sharing this host, binds the CUDA
 // device local_rank mod device_count, and hands out groups. NCCL communicators are created lazily,
-// from an ncclUniqueId broadcast over MPI, the first time a group moves a CUDA tensor.
+// from an ncclUniqueId broadcast over MPI, the first time a group moves a CUDA tensor. While it
+// lives, MPI_COMM_WORLD returns errors instead of aborting the job (Open MPI raises errors of the
+// library's nonblocking collectives there); the program's error handler is restored afterwards.
 #pragma once
 
 #include <memory>
@@ -23,7 +25,8 @@ class TT_API DistributedContext {
   explicit DistributedContext(GroupOptions options);
   DistributedContext(const DistributedContext&) = delete;
   DistributedContext& operator=(const DistributedContext&) = delete;
-  // Finalises MPI only if this context initialised it.
+  // Finalises MPI only if this context initialised it, and not once world() was aborted (see
+  // Group::abort; Open MPI's MPI_Finalize may wait forever for a rank that died).
   ~DistributedContext();
 
   int rank() const;

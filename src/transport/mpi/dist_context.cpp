@@ -51,6 +51,29 @@ class MpiSession {
   bool owns_mpi_ = false;
 };
 
+// Open MPI (4.1) raises the errors of a nonblocking collective's internal steps (a truncated
+// message inside an all_reduce whose ranks passed different lengths) on MPI_COMM_WORLD, not on the
+// communicator the collective ran on, so with world's default handler a mismatch would abort the
+// whole job. While the context lives, world's errors are returned instead (to the library, which
+// throws them); the program's own handler comes back afterwards.
+class WorldErrorsReturned {
+ public:
+  WorldErrorsReturned() {
+    TT_MPI_CHECK(MPI_Comm_get_errhandler(MPI_COMM_WORLD, &previous_));
+    TT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  }
+  WorldErrorsReturned(const WorldErrorsReturned&) = delete;
+  WorldErrorsReturned& operator=(const WorldErrorsReturned&) = delete;
+  ~WorldErrorsReturned() {
+    if (detail::mpi_is_finalized()) return;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, previous_);
+    MPI_Errhandler_free(&previous_);
+  }
+
+ private:
+  MPI_Errhandler previous_ = MPI_ERRHANDLER_NULL;
+};
+
 // The ranks that share this host's memory, found by splitting the world by shared memory.
 std::pair<int, int> local_rank_and_size(MPI_Comm world) {
   MPI_Comm raw = MPI_COMM_NULL;
@@ -89,6 +112,7 @@ struct DistributedContext::State {
 
   // Declared first, destroyed last: MPI outlives every communicator below.
   MpiSession session;
+  WorldErrorsReturned world_errors;
   // The context's own rounds (group creation), kept apart from the users' traffic on world.
   std::unique_ptr<detail::MpiBootstrap> control;
   std::shared_ptr<detail::TransportFactory> transports = std::make_shared<detail::MpiTransportFactory>();
