@@ -93,7 +93,7 @@ bool nccl_reduces(DType dtype, ReduceOp op) {
     case DType::UInt16: return false;
     case DType::BFloat16: return TT_NCCL_HAS_BFLOAT16;
     case DType::Float8_e4m3fn:
-    case DType::Float8_e5m2: return TT_NCCL_HAS_FLOAT8;
+    case DType::Float8_e5m2: return TT_NCCL_HAS_FLOAT8 && op != ReduceOp::Avg;
     default: return true;
   }
 }

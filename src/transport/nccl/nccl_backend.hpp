@@ -19,9 +19,10 @@
 // - no tags: messages between two ranks match in the order they were posted, `tag` is ignored;
 // - no receive from kAnySource, and no bitwise reductions (NotSupported);
 // - reductions need an element type NCCL computes in: 8/32/64-bit integers, float16, float32,
-//   float64, bfloat16 and the float8 types where this NCCL has them; complex tensors reduce with
-//   SUM and AVG as pairs of reals; bool SUM is logical OR and PRODUCT logical AND (as in PyTorch),
-//   MIN and MAX work, AVG does not. Any other combination is NotSupported naming dtype and op.
+//   float64, bfloat16 and the float8 types where this NCCL has them (float8 without AVG, which
+//   NCCL refuses); complex tensors reduce with SUM and AVG as pairs of reals; bool SUM is logical
+//   OR and PRODUCT logical AND (as in PyTorch), MIN and MAX work, AVG does not. Any other
+//   combination is NotSupported naming dtype and op.
 //   Data movement (broadcast, gathers, scatter, all_to_all, send/recv) takes every dtype as bytes.
 #pragma once
 

@@ -94,6 +94,12 @@ NcclReduction reduction_for(DType dtype, ReduceOp op) {
     if (op == ReduceOp::Product) cannot_reduce(dtype, op, "NCCL has no complex product");
     return arithmetic_reduction(dtype == DType::Complex64 ? ncclFloat32 : ncclFloat64, 2, dtype, op);
   }
+  if ((dtype == DType::Float8_e4m3fn || dtype == DType::Float8_e5m2) && op == ReduceOp::Avg) {
+    // NCCL 2.28 rejects ncclAvg on its float8 types (ncclInvalidArgument). Summing and dividing
+    // instead could leave the type's narrow range before the division, so it is refused here,
+    // before anything is queued.
+    cannot_reduce(dtype, op, "NCCL has no float8 average");
+  }
   const std::optional<ncclDataType_t> type = arithmetic_type(dtype);
   if (!type) cannot_reduce(dtype, op, "NCCL " + nccl_version() + " has no arithmetic on this element type");
   return arithmetic_reduction(*type, 1, dtype, op);
