@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -54,6 +55,17 @@ inline void for_each_group(const std::function<void(const Group&)>& body) {
                    << test_group.group.rank() << ")");
     body(test_group.group);
   }
+}
+
+// Collective over the world: every rank again, in a group of its own whose waits end in Timeout
+// after `timeout` (for tests that leave a group out of step on purpose), debug mode off.
+inline Group all_ranks_with_timeout(std::chrono::milliseconds timeout) {
+  std::vector<int> everyone(static_cast<std::size_t>(context().size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  GroupOptions options;
+  options.timeout = timeout;
+  options.debug_checks = false;
+  return context().new_group(everyone, options);
 }
 
 // The root the tests use: the last rank, non-zero whenever the group has two or more ranks.

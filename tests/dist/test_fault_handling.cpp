@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
-#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,15 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kGroupTimeout = std::chrono::milliseconds(2000);
 
-// Every rank of world again, with a short timeout of its own.
-Group short_timeout_group() {
-  std::vector<int> everyone(static_cast<std::size_t>(context().size()));
-  std::iota(everyone.begin(), everyone.end(), 0);
-  GroupOptions options;
-  options.timeout = kGroupTimeout;
-  return context().new_group(everyone, options);
-}
-
 std::int64_t rank_sum(int size, std::int64_t element) {
   std::int64_t sum = 0;
   for (int rank = 0; rank < size; ++rank) sum += static_cast<std::int64_t>(rank_value(rank, element));
@@ -48,7 +38,7 @@ void check_summed(const Tensor& summed, int size) {
 
 TEST_CASE("a collective dropped after its Timeout is abandoned at once and completes when the others join",
           "[faults]") {
-  const Group group = short_timeout_group();
+  const Group group = all_ranks_with_timeout(kGroupTimeout);
   const Group& world = context().world();
   const Tensor summed = make_tensor({64}, DType::Int64, values_of(group.rank()));
   if (group.rank() == 0) {
@@ -80,7 +70,7 @@ TEST_CASE("a collective dropped after its Timeout is abandoned at once and compl
 }
 
 TEST_CASE("Group::abort releases a waiting thread with the reason and refuses later operations", "[faults]") {
-  const Group group = short_timeout_group();
+  const Group group = all_ranks_with_timeout(kGroupTimeout);
   const Group& world = context().world();
   // Large enough that the send waits for its receive (no eager delivery).
   const Tensor payload = make_tensor({1 << 17}, DType::Int64, values_of(group.rank()));

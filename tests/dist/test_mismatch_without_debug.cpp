@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -24,20 +23,11 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kGroupTimeout = std::chrono::milliseconds(1500);
 
-Group fresh_group() {
-  std::vector<int> everyone(static_cast<std::size_t>(context().size()));
-  std::iota(everyone.begin(), everyone.end(), 0);
-  GroupOptions options;
-  options.timeout = kGroupTimeout;
-  options.debug_checks = false;
-  return context().new_group(everyone, options);
-}
-
 enum class Outcome { Completed, TypedError, OtherError };
 
 // Runs `call` on a fresh group; returns how it ended on this rank, after checking it ended in time.
 Outcome run_mismatched(const std::function<void(const Group&)>& call) {
-  const Group group = fresh_group();
+  const Group group = all_ranks_with_timeout(kGroupTimeout);
   const auto started = Clock::now();
   Outcome outcome = Outcome::Completed;
   std::string what = "completed";
