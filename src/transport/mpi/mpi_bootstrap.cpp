@@ -91,7 +91,7 @@ void MpiBootstrap::wait(MPI_Request request, std::vector<std::shared_ptr<std::ve
   });
   throw Timeout("rank " + std::to_string(rank_) + ": the group's bootstrap " + operation +
                 " did not complete within the group's timeout of " + std::to_string(timeout_.count()) +
-                " ms (GroupOptions::timeout): a member is gone or not taking part");
+                " ms (GroupOptions::timeout): a member is gone or not taking part; end the group with Group::abort");
 }
 
 MpiComm duplicate_comm(MPI_Comm comm) {

@@ -91,7 +91,7 @@ Timeout timed_out(const WaitLimit& limit, int rank) {
   std::string message = "rank " + std::to_string(rank) + ": " + limit.operation;
   if (limit.peer >= 0) message += " with rank " + std::to_string(limit.peer);
   message += " did not complete within the group's timeout of " + std::to_string(limit.timeout.count()) +
-             " ms (GroupOptions::timeout); it is still posted and may be waited for again";
+             " ms (GroupOptions::timeout); it is still posted: wait again, or end the group with Group::abort";
   return Timeout(message);
 }
 
