@@ -20,6 +20,15 @@ class GroupState;
 class GroupAccess;
 }  // namespace detail
 
+// What carries a group's CUDA tensors.
+enum class CudaTransport : unsigned char {
+  // NCCL where it can serve the group (built in, every member bound to a GPU of its own), staging
+  // through pinned host memory over MPI otherwise (NCCL refuses two ranks on one GPU).
+  Auto,
+  Nccl,    // NCCL or InvalidArgument, on every member, when the group's first CUDA transfer needs it
+  Staged,  // pinned host memory over MPI, even where NCCL could serve
+};
+
 // What a group's operations default to.
 struct TT_API GroupOptions {
   // The longest a blocking wait on one of the group's operations may last before it throws
@@ -43,10 +52,15 @@ struct TT_API GroupOptions {
   // must agree on it. TENSORTREE_DISTRIBUTED_DEBUG=DETAIL turns it on for every group as well.
   bool debug_checks = false;
 
+  // See CudaTransport. Every member of a group must pass the same. Group::transport(peer,
+  // device).name() tells which one serves.
+  CudaTransport cuda_transport = CudaTransport::Auto;
+
   // The defaults, with `timeout` taken from TENSORTREE_TIMEOUT_MS where that is set (a positive
   // number of milliseconds), `max_message_bytes` from TENSORTREE_MAX_MESSAGE_BYTES (a positive
-  // number of bytes) and `debug_checks` from TENSORTREE_DISTRIBUTED_DEBUG (OFF, INFO or DETAIL);
-  // anything else is InvalidArgument.
+  // number of bytes), `debug_checks` from TENSORTREE_DISTRIBUTED_DEBUG (OFF, INFO or DETAIL) and
+  // `cuda_transport` from TENSORTREE_CUDA_TRANSPORT (auto, nccl or staged); anything else is
+  // InvalidArgument.
   static GroupOptions from_environment();
 };
 

@@ -32,6 +32,17 @@ std::optional<std::uint64_t> positive_from_environment(const char* name, const c
   return value;
 }
 
+// TENSORTREE_CUDA_TRANSPORT: auto, nccl or staged; unset or empty is auto.
+CudaTransport cuda_transport_from_environment() {
+  const char* text = std::getenv("TENSORTREE_CUDA_TRANSPORT");
+  if (!text || !*text) return CudaTransport::Auto;
+  const std::string value = text;
+  if (value == "auto") return CudaTransport::Auto;
+  if (value == "nccl") return CudaTransport::Nccl;
+  if (value == "staged") return CudaTransport::Staged;
+  throw InvalidArgument("TENSORTREE_CUDA_TRANSPORT must be auto, nccl or staged, got '" + value + "'");
+}
+
 }  // namespace
 
 GroupOptions GroupOptions::from_environment() {
@@ -43,6 +54,7 @@ GroupOptions GroupOptions::from_environment() {
     options.max_message_bytes = *bytes;
   }
   options.debug_checks = dist::detail::debug_setting_from_environment();
+  options.cuda_transport = cuda_transport_from_environment();
   return options;
 }
 

@@ -37,6 +37,7 @@ GroupState::GroupState(std::unique_ptr<Bootstrap> bootstrap, std::shared_ptr<Tra
                        rank_list(world_ranks_));
   }
   rank_ = bootstrap_->rank();
+  placements_ = decode_placements(bootstrap_->all_gather(encode_placement(this_placement())));
 }
 
 GroupState::GroupState(std::vector<int> world_ranks, GroupOptions options)

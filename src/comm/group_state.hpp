@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/bootstrap.hpp"
+#include "comm/transport_choice.hpp"
 #include "core/abort_signal.hpp"
 #include "tensortree/backend.hpp"
 #include "tensortree/device.hpp"
@@ -46,7 +47,7 @@ void validate_options(const GroupOptions& options);
 
 class GroupState {
  public:
-  // A member's state.
+  // A member's state. Collective over the members: they share where each runs (placements()).
   GroupState(std::unique_ptr<Bootstrap> bootstrap, std::shared_ptr<TransportFactory> factory,
              std::vector<int> world_ranks, GroupOptions options);
   // A non-member's state.
@@ -60,6 +61,8 @@ class GroupState {
   bool is_member() const { return rank_ >= 0; }
   const std::vector<int>& world_ranks() const { return world_ranks_; }
   const GroupOptions& options() const { return options_; }
+  // Where each member runs, by group rank (empty for a non-member).
+  const std::vector<RankPlacement>& placements() const { return placements_; }
 
   // InvalidArgument for a non-member.
   Bootstrap& bootstrap();
@@ -96,6 +99,7 @@ class GroupState {
   std::vector<int> world_ranks_;
   GroupOptions options_;
   int rank_ = -1;
+  std::vector<RankPlacement> placements_;
   // Recursive: a factory may build one transport over another of the same group (staging CUDA
   // tensors over the group's host transport).
   std::recursive_mutex transports_mutex_;

@@ -3,6 +3,7 @@
 // NotSupported).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -16,6 +17,8 @@ int device_count() noexcept;
 int current_device();
 // Makes `device` the calling thread's current device.
 void set_device(int device);
+// The device's UUID: the same on every process that sees that GPU, whatever its index there.
+std::array<std::byte, 16> device_uuid(int device);
 
 void* alloc_device(std::size_t nbytes, int device);
 void free_device(void* ptr, int device) noexcept;

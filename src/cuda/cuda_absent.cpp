@@ -16,6 +16,7 @@ namespace {
 int device_count() noexcept { return 0; }
 int current_device() { built_without_cuda("current_device"); }
 void set_device(int) { built_without_cuda("set_device"); }
+std::array<std::byte, 16> device_uuid(int) { built_without_cuda("device_uuid"); }
 void* alloc_device(std::size_t, int) { built_without_cuda("device memory"); }
 void free_device(void*, int) noexcept {}
 void* alloc_pinned(std::size_t) { built_without_cuda("pinned host memory"); }

@@ -1,5 +1,7 @@
 #include <cuda_runtime_api.h>
 
+#include <cstring>
+
 #include "core/cuda_api.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
@@ -22,6 +24,15 @@ int current_device() {
 }
 
 void set_device(int device) { TT_CUDA_CHECK(cudaSetDevice(device)); }
+
+std::array<std::byte, 16> device_uuid(int device) {
+  cudaDeviceProp properties{};
+  TT_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  std::array<std::byte, 16> uuid{};
+  static_assert(sizeof properties.uuid.bytes == uuid.size());
+  std::memcpy(uuid.data(), properties.uuid.bytes, uuid.size());
+  return uuid;
+}
 
 void* alloc_device(std::size_t nbytes, int device) {
   if (nbytes == 0) return nullptr;

@@ -124,6 +124,31 @@ TEST_CASE("group: TENSORTREE_TIMEOUT_MS sets the default timeout; a bad value is
   CHECK(GroupOptions::from_environment().timeout == GroupOptions().timeout);
 }
 
+TEST_CASE("group: TENSORTREE_CUDA_TRANSPORT sets the CUDA transport; a bad value is InvalidArgument",
+          "[mpi][group]") {
+  ::setenv("TENSORTREE_CUDA_TRANSPORT", "staged", 1);
+  CHECK(GroupOptions::from_environment().cuda_transport == CudaTransport::Staged);
+  ::setenv("TENSORTREE_CUDA_TRANSPORT", "nccl", 1);
+  CHECK(GroupOptions::from_environment().cuda_transport == CudaTransport::Nccl);
+  ::setenv("TENSORTREE_CUDA_TRANSPORT", "gloo", 1);
+  CHECK_THROWS_AS(GroupOptions::from_environment(), InvalidArgument);
+  ::unsetenv("TENSORTREE_CUDA_TRANSPORT");
+  CHECK(GroupOptions::from_environment().cuda_transport == CudaTransport::Auto);
+}
+
+TEST_CASE("group: every member holds every member's placement, the same on all ranks", "[mpi][group]") {
+  const Group& world = test::context().world();
+  const auto& placements = detail::GroupAccess::require(world).placements();
+  REQUIRE(placements.size() == static_cast<std::size_t>(world.size()));
+  const detail::RankPlacement mine = detail::this_placement();
+  CHECK(placements[static_cast<std::size_t>(world.rank())] == mine);
+  // The tests run on one host: one node everywhere, and a GPU exactly where CUDA sees one.
+  for (const detail::RankPlacement& placement : placements) {
+    CHECK(placement.node == mine.node);
+    CHECK(placement.has_gpu == (cuda_device_count() > 0));
+  }
+}
+
 TEST_CASE("group: a recv nobody sends to throws Timeout within the group's limit, naming recv, the peer and the "
           "limit, and the group keeps working",
           "[mpi][group][timeout]") {

@@ -126,15 +126,16 @@ DistributedContext::DistributedContext(int* argc, char*** argv, GroupOptions opt
     : state_(std::make_unique<State>(argc, argv)) {
   detail::validate_options(options);
   state_->control = std::make_unique<detail::MpiBootstrap>(detail::duplicate_comm(MPI_COMM_WORLD), options.timeout);
+  std::tie(state_->local_rank, state_->local_size) = local_rank_and_size(state_->control->comm());
+  const int devices = cuda_device_count();
+  state_->device = devices > 0 ? Device::cuda(state_->local_rank % devices) : Device::cpu();
+  // Before any group is made: later allocations land on it, and groups record it as this rank's GPU.
+  if (devices > 0) cuda::set_device(state_->device.index());
   auto world = std::make_unique<detail::MpiBootstrap>(detail::duplicate_comm(MPI_COMM_WORLD), options.timeout);
   std::vector<int> world_ranks(static_cast<std::size_t>(world->size()));
   std::iota(world_ranks.begin(), world_ranks.end(), 0);
   state_->world = detail::GroupAccess::make(
       std::make_shared<detail::GroupState>(std::move(world), state_->transports, std::move(world_ranks), options));
-  std::tie(state_->local_rank, state_->local_size) = local_rank_and_size(state_->control->comm());
-  const int devices = cuda_device_count();
-  state_->device = devices > 0 ? Device::cuda(state_->local_rank % devices) : Device::cpu();
-  if (devices > 0) cuda::set_device(state_->device.index());  // later allocations land on it
 }
 
 DistributedContext::DistributedContext(GroupOptions options) : DistributedContext(nullptr, nullptr, options) {}
