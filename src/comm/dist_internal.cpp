@@ -156,4 +156,8 @@ std::int64_t rows_times(std::int64_t rows, std::int64_t factor, std::string_view
   return *product;
 }
 
+Backend& peer_transport(const Group& group, int peer, Device device) {
+  return peer == kAnySource ? group.backend(device) : group.transport(peer, device);
+}
+
 }  // namespace tensortree::dist::detail

@@ -25,6 +25,10 @@ namespace tensortree::dist::detail {
 std::string per_rank_list_problem(std::span<const Tensor> tensors, std::string_view name, const Group& group);
 // This process is a member of `group` (the backends exist only for members).
 void check_member(const Group& group, std::string_view op);
+
+// The transport serving `peer` (Group::transport), or the group's collectives backend for a
+// receive from kAnySource, which any transport may have to match.
+Backend& peer_transport(const Group& group, int peer, Device device);
 // `rank` (named `name`: "root", "dst", "src") is a rank of `group`.
 void check_rank(int rank, std::string_view name, const Group& group, std::string_view op);
 void check_defined(const Tensor& tensor, std::string_view name, std::string_view op);

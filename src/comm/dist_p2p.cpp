@@ -47,7 +47,7 @@ WorkPtr isend(const Tensor& tensor, int dst, const Group& group, const CommOptio
   check_tensor_op(tensor, group, op);
   check_rank(dst, "dst", group, op);
   check_tag(tag, "tag", op);
-  return group.backend(tensor.device()).send(tensor.contiguous(), dst, tag);
+  return group.transport(dst, tensor.device()).send(tensor.contiguous(), dst, tag);
 }
 
 void send(const Tensor& tensor, int dst, const Group& group, const CommOptions& options) {
@@ -62,7 +62,7 @@ WorkPtr irecv(const Tensor& tensor, int src, const Group& group, const CommOptio
   check_tag(tag, "tag", op);
   // The received bytes overwrite everything, so a non-contiguous view needs only an empty buffer.
   const Tensor landing = tensor.is_contiguous() ? tensor : empty_like_shape(tensor.shape(), tensor);
-  return then_copy_back(group.backend(tensor.device()).recv(landing, src, tag), tensor, landing);
+  return then_copy_back(peer_transport(group, src, tensor.device()).recv(landing, src, tag), tensor, landing);
 }
 
 void recv(const Tensor& tensor, int src, const Group& group, const CommOptions& options) {
