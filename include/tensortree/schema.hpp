@@ -59,7 +59,7 @@ struct DTypeBucket {
 //   [4, 8)   format version (kFormatVersion)
 //   [8, 16)  payload length; the envelope is exactly header + payload
 //   [16, 24) XXH3-64 of the payload
-//   [24, ..) payload: a Boost.Serialization binary archive (no archive header) of little-endian fields
+//   [24, ..) payload: little-endian fields back to back, without padding:
 //              u8 storage device, u64 total_bytes,
 //              u64 node count, then per node (path order): path, batch_size, keys
 //              u64 leaf count, then per leaf (layout order): path, u8 dtype, shape, u64 offset, u64 nbytes

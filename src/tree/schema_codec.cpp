@@ -1,20 +1,16 @@
-// The schema envelope: a fixed little-endian header around a Boost.Serialization binary payload.
-// Decoding treats the bytes as hostile: every count is checked against the bytes left before anything
-// is allocated, which is why Boost's own std::vector / std::string loaders (they reserve whatever
-// count the input claims) are not used here.
+// The schema envelope: a fixed little-endian header around a flat payload of little-endian fields
+// (layout in schema.hpp). The payload is written and read field by field with plain copies: an
+// archive library's per-object machinery would cost more than the fields themselves, and its
+// container loaders reserve whatever count the input claims. Decoding treats the bytes as hostile:
+// every read is bounds-checked, and every count is checked against its limit and against the bytes
+// left before anything is allocated for it.
+#include <cassert>
 #include <cstring>
-#include <ios>
 #include <span>
-#include <streambuf>
 #include <string>
 #include <vector>
 
-#include <boost/archive/archive_exception.hpp>
-#include <boost/archive/binary_iarchive.hpp>
-#include <boost/archive/binary_oarchive.hpp>
-#include <boost/endian/buffers.hpp>
 #include <boost/endian/conversion.hpp>
-#include <xxhash.h>
 
 #include "core/envelope.hpp"
 #include "tensortree/error.hpp"
@@ -23,10 +19,6 @@
 namespace tensortree {
 
 namespace {
-
-// The envelope carries its own magic and version, so Boost's archive header would only add bytes
-// that change with the Boost release.
-constexpr unsigned kArchiveFlags = boost::archive::no_header | boost::archive::no_codecvt;
 
 constexpr detail::EnvelopeFormat kSchemaEnvelope{Schema::kMagic, Schema::kFormatVersion, "schema envelope"};
 static_assert(sizeof(detail::EnvelopeHeader) == Schema::kHeaderBytes);
@@ -37,50 +29,42 @@ constexpr std::size_t kMinNodeBytes = 3 * kCountBytes;  // path, batch_size and 
 // path and shape counts, dtype, offset, nbytes
 constexpr std::size_t kMinLeafBytes = 2 * kCountBytes + 1 + 2 * sizeof(std::uint64_t);
 
-// Appends to the envelope being built.
-class AppendStreambuf : public std::streambuf {
- public:
-  explicit AppendStreambuf(std::vector<std::byte>& out) : out_(out) {}
+// ---- sizes, so that encode() allocates once ----------------------------------------------------
 
- protected:
-  std::streamsize xsputn(const char* s, std::streamsize n) override {
-    const auto* first = reinterpret_cast<const std::byte*>(s);
-    out_.insert(out_.end(), first, first + n);
-    return n;
+std::size_t strings_bytes(const std::vector<std::string>& list) {
+  std::size_t bytes = kCountBytes;
+  for (const std::string& s : list) bytes += kCountBytes + s.size();
+  return bytes;
+}
+
+std::size_t shape_bytes(const Shape& shape) { return kCountBytes + shape.size() * sizeof(std::int64_t); }
+
+std::size_t payload_bytes(const Schema& schema) {
+  std::size_t bytes = 1 + 2 * kCountBytes + kCountBytes;  // device, total_bytes, node count, leaf count
+  for (const NodeSpec& node : schema.nodes()) {
+    bytes += strings_bytes(node.path) + shape_bytes(node.batch_size) + strings_bytes(node.keys);
   }
-  int_type overflow(int_type c) override {
-    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
-    out_.push_back(static_cast<std::byte>(traits_type::to_char_type(c)));
-    return c;
+  for (const LeafSpec& leaf : schema.leaves()) {
+    bytes += strings_bytes(leaf.path) + 1 + shape_bytes(leaf.shape) + 2 * sizeof(std::uint64_t);
   }
+  return bytes;
+}
 
- private:
-  std::vector<std::byte>& out_;
-};
+// ---- writing -----------------------------------------------------------------------------------
 
-// Reads the caller's bytes in place, so the number of bytes left is always exact.
-class SpanStreambuf : public std::streambuf {
- public:
-  explicit SpanStreambuf(std::span<const std::byte> bytes) {
-    // The get area is never written through: the default pbackfail refuses put-backs.
-    auto* first = const_cast<char*>(reinterpret_cast<const char*>(bytes.data()));
-    setg(first, first, first + bytes.size());
-  }
-  std::size_t remaining() const { return static_cast<std::size_t>(egptr() - gptr()); }
-};
-
+// Writes into space already sized by payload_bytes().
 class PayloadWriter {
  public:
-  explicit PayloadWriter(std::vector<std::byte>& out) : sink_(out), archive_(sink_, kArchiveFlags) {}
+  explicit PayloadWriter(std::byte* out) : out_(out) {}
 
   template <class T>
   void number(T value) {
     const T little = boost::endian::native_to_little(value);
-    archive_ << little;
+    bytes(&little, sizeof little);
   }
   void text(const std::string& s) {
     number<std::uint64_t>(s.size());
-    archive_.save_binary(s.data(), s.size());
+    bytes(s.data(), s.size());
   }
   void strings(const std::vector<std::string>& list) {
     number<std::uint64_t>(list.size());
@@ -88,58 +72,17 @@ class PayloadWriter {
   }
   void shape(const Shape& shape) {
     number<std::uint64_t>(shape.size());
-    for (const std::int64_t dim : shape) number(dim);
+    for (std::size_t d = 0; d < shape.size(); ++d) number<std::int64_t>(shape[d]);
   }
+  const std::byte* end() const { return out_; }
 
  private:
-  AppendStreambuf sink_;
-  boost::archive::binary_oarchive archive_;
-};
+  void bytes(const void* data, std::size_t n) {
+    if (n > 0) std::memcpy(out_, data, n);
+    out_ += n;
+  }
 
-class PayloadReader {
- public:
-  explicit PayloadReader(std::span<const std::byte> payload) : source_(payload), archive_(source_, kArchiveFlags) {}
-
-  template <class T>
-  T number() {
-    T little{};
-    archive_ >> little;
-    return boost::endian::little_to_native(little);
-  }
-  // A count of items that take at least `min_bytes` each: one beyond `limit` or beyond what the
-  // remaining bytes can hold is corrupt, and is refused before anything is allocated for it.
-  std::size_t count(const char* what, std::size_t limit, std::size_t min_bytes) {
-    const auto n = number<std::uint64_t>();
-    if (n > limit) {
-      throw CorruptData(std::string("schema payload: ") + what + " " + std::to_string(n) + " exceeds the limit of " +
-                        std::to_string(limit));
-    }
-    if (n > source_.remaining() / min_bytes) {
-      throw CorruptData(std::string("schema payload: ") + what + " " + std::to_string(n) + " cannot fit in the " +
-                        std::to_string(source_.remaining()) + " bytes left");
-    }
-    return static_cast<std::size_t>(n);
-  }
-  std::string text() {
-    std::string s(count("key length", Schema::kMaxKeyBytes, 1), '\0');
-    archive_.load_binary(s.data(), s.size());
-    return s;
-  }
-  std::vector<std::string> strings(const char* what, std::size_t limit) {
-    std::vector<std::string> list(count(what, limit, kCountBytes));
-    for (std::string& s : list) s = text();
-    return list;
-  }
-  Shape shape(const char* what) {
-    Shape shape(count(what, Schema::kMaxRank, sizeof(std::int64_t)));
-    for (std::int64_t& dim : shape) dim = number<std::int64_t>();
-    return shape;
-  }
-  std::size_t remaining() const { return source_.remaining(); }
-
- private:
-  SpanStreambuf source_;
-  boost::archive::binary_iarchive archive_;
+  std::byte* out_;
 };
 
 void write_payload(PayloadWriter& out, const Schema& schema) {
@@ -160,6 +103,66 @@ void write_payload(PayloadWriter& out, const Schema& schema) {
     out.number(leaf.nbytes);
   }
 }
+
+// ---- reading -----------------------------------------------------------------------------------
+
+[[noreturn]] void corrupt(const std::string& why) { throw CorruptData("schema payload: " + why); }
+
+// Reads the caller's bytes in place; every read checks the bytes left first.
+class PayloadReader {
+ public:
+  explicit PayloadReader(std::span<const std::byte> payload)
+      : at_(payload.data()), end_(payload.data() + payload.size()) {}
+
+  template <class T>
+  T number() {
+    T little{};
+    std::memcpy(&little, take(sizeof little), sizeof little);
+    return boost::endian::little_to_native(little);
+  }
+  // A count of items that take at least `min_bytes` each: one beyond `limit` or beyond what the
+  // remaining bytes can hold is corrupt, and is refused before anything is allocated for it.
+  std::size_t count(const char* what, std::size_t limit, std::size_t min_bytes) {
+    const auto n = number<std::uint64_t>();
+    if (n > limit) {
+      corrupt(std::string(what) + " " + std::to_string(n) + " exceeds the limit of " + std::to_string(limit));
+    }
+    if (n > remaining() / min_bytes) {
+      corrupt(std::string(what) + " " + std::to_string(n) + " cannot fit in the " + std::to_string(remaining()) +
+              " bytes left");
+    }
+    return static_cast<std::size_t>(n);
+  }
+  std::string text() {
+    const std::size_t n = count("key length", Schema::kMaxKeyBytes, 1);
+    return std::string(reinterpret_cast<const char*>(take(n)), n);
+  }
+  std::vector<std::string> strings(const char* what, std::size_t limit) {
+    std::vector<std::string> list(count(what, limit, kCountBytes));
+    for (std::string& s : list) s = text();
+    return list;
+  }
+  Shape shape(const char* what) {
+    const std::size_t rank = count(what, Schema::kMaxRank, sizeof(std::int64_t));
+    Shape shape;
+    for (std::size_t d = 0; d < rank; ++d) shape.push_back(number<std::int64_t>());
+    return shape;
+  }
+  std::size_t remaining() const { return static_cast<std::size_t>(end_ - at_); }
+
+ private:
+  const std::byte* take(std::size_t n) {
+    if (n > remaining()) {
+      corrupt("ends early: " + std::to_string(n) + " bytes needed, " + std::to_string(remaining()) + " left");
+    }
+    const std::byte* first = at_;
+    at_ += n;
+    return first;
+  }
+
+  const std::byte* at_;
+  const std::byte* end_;
+};
 
 // The fields of a schema as read, before its invariants are checked.
 struct SchemaParts {
@@ -182,8 +185,7 @@ LeafSpec read_leaf(PayloadReader& in) {
   leaf.path = in.strings("leaf path depth", Schema::kMaxDepth);
   const auto dtype = in.number<std::uint8_t>();
   if (!is_valid_dtype(dtype)) {
-    throw CorruptData("schema payload: leaf '" + path_str(leaf.path) + "' has unknown dtype value " +
-                      std::to_string(dtype));
+    corrupt("leaf '" + path_str(leaf.path) + "' has unknown dtype value " + std::to_string(dtype));
   }
   leaf.dtype = static_cast<DType>(dtype);
   leaf.shape = in.shape("leaf rank");
@@ -196,30 +198,25 @@ SchemaParts read_payload(std::span<const std::byte> payload) {
   PayloadReader in(payload);
   SchemaParts parts;
   const auto device = in.number<std::uint8_t>();
-  if (device > static_cast<std::uint8_t>(DeviceType::CUDA)) {
-    throw CorruptData("schema payload: unknown storage device kind " + std::to_string(device));
-  }
+  if (device > static_cast<std::uint8_t>(DeviceType::CUDA)) corrupt("unknown storage device kind " + std::to_string(device));
   parts.storage_device = static_cast<DeviceType>(device);
   parts.total_bytes = in.number<std::uint64_t>();
   parts.nodes.resize(in.count("node count", Schema::kMaxEntries, kMinNodeBytes));
   for (NodeSpec& node : parts.nodes) node = read_node(in);
   parts.leaves.resize(in.count("leaf count", Schema::kMaxEntries, kMinLeafBytes));
   for (LeafSpec& leaf : parts.leaves) leaf = read_leaf(in);
-  if (in.remaining() != 0) {
-    throw CorruptData("schema payload: " + std::to_string(in.remaining()) + " bytes left over after the last leaf");
-  }
+  if (in.remaining() != 0) corrupt(std::to_string(in.remaining()) + " bytes left over after the last leaf");
   return parts;
 }
-
 
 }  // namespace
 
 std::vector<std::byte> Schema::encode() const {
-  std::vector<std::byte> envelope(sizeof(detail::EnvelopeHeader));
-  {
-    PayloadWriter out(envelope);
-    write_payload(out, *this);
-  }
+  const std::size_t header = sizeof(detail::EnvelopeHeader);
+  std::vector<std::byte> envelope(header + payload_bytes(*this));
+  PayloadWriter out(envelope.data() + header);
+  write_payload(out, *this);
+  assert(out.end() == envelope.data() + envelope.size());
   detail::stamp_envelope(kSchemaEnvelope, envelope);
   return envelope;
 }
@@ -231,10 +228,6 @@ Schema Schema::decode(std::span<const std::byte> bytes) {
     return Schema(std::move(parts.nodes), std::move(parts.leaves), parts.total_bytes, parts.storage_device);
   } catch (const InvalidArgument& e) {
     throw CorruptData(std::string("schema envelope holds an invalid schema: ") + e.what());
-  } catch (const boost::archive::archive_exception& e) {
-    throw CorruptData(std::string("schema payload ends early or cannot be read: ") + e.what());
-  } catch (const std::ios_base::failure& e) {
-    throw CorruptData(std::string("schema payload cannot be read: ") + e.what());
   }
 }
 

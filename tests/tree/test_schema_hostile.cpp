@@ -330,3 +330,14 @@ TEST_CASE("hand-made payloads that break a schema invariant are CorruptData nami
     CHECK_THAT(rejection(seal(payload_of(raw))), Contains(c.says));
   }
 }
+
+TEST_CASE("a payload that ends inside a field is CorruptData saying how many bytes were missing") {
+  const Bytes payload = payload_of(baseline());
+  // Cut inside total_bytes (after the device byte), inside a key's bytes, and inside the last nbytes.
+  for (const std::size_t cut : {std::size_t{4}, std::size_t{40}, payload.size() - 3}) {
+    INFO("cut at " << cut);
+    const std::string why = rejection(seal(Bytes(payload.begin(), payload.begin() + static_cast<std::ptrdiff_t>(cut))));
+    CHECK_THAT(why, Contains("schema payload"));
+    CHECK((why.find("ends early") != std::string::npos || why.find("cannot fit") != std::string::npos));
+  }
+}
