@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <compare>
+#include <cstring>
+#include <memory>
+#include <new>
 #include <iterator>
 #include <numeric>
 #include <optional>
@@ -203,24 +206,40 @@ void check_keys_match_children(const NodeSpec& node, const std::vector<std::stri
   }
 }
 
+// The index of a child's parent node. Children visited in path order mostly share the previous one's
+// parent, so that is compared first and the binary search over all nodes is the exception.
+class ParentFinder {
+ public:
+  explicit ParentFinder(std::span<const NodeSpec> nodes) : nodes_(nodes) {}
+
+  std::size_t index_of(const Owner& child) {
+    const Keys parent_path = parent_of(child.path);
+    if (last_ < nodes_.size() && compare_paths(nodes_[last_].path, parent_path) == 0) return last_;
+    const NodeSpec* parent = find_node_in(nodes_, parent_path);
+    if (!parent) throw InvalidArgument(child.name() + " has no parent node " + quoted(parent_path));
+    last_ = static_cast<std::size_t>(parent - nodes_.data());
+    return last_;
+  }
+
+ private:
+  std::span<const NodeSpec> nodes_;
+  std::size_t last_ = SIZE_MAX;
+};
+
 // Walking sub-nodes and leaves in path order meets each node's children in key order, so one merge of
 // the two per node sorts them without a full sort.
 void validate_children(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves,
                        std::span<const std::uint32_t> leaves_by_path) {
   std::vector<std::vector<std::string_view>> children(nodes.size());
-  auto parent_index = [&](const Owner& child) {
-    const NodeSpec* parent = find_node_in(nodes, parent_of(child.path));
-    if (!parent) throw InvalidArgument(child.name() + " has no parent node " + quoted(parent_of(child.path)));
-    return static_cast<std::size_t>(parent - nodes.data());
-  };
+  ParentFinder parents(nodes);
   for (const NodeSpec& node : nodes.subspan(1)) {
-    children[parent_index({"node", node.path})].push_back(node.path.back());
+    children[parents.index_of({"node", node.path})].push_back(node.path.back());
   }
   std::vector<std::size_t> child_nodes(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) child_nodes[i] = children[i].size();
   for (const std::uint32_t index : leaves_by_path) {
     const LeafSpec& leaf = leaves[index];
-    const std::size_t parent = parent_index({"leaf", leaf.path});
+    const std::size_t parent = parents.index_of({"leaf", leaf.path});
     if (!starts_with(leaf.shape, nodes[parent].batch_size)) {
       throw InvalidArgument(leaf_name(leaf.path) + " has shape " + shape_str(leaf.shape) +
                             ", which does not start with its node's batch_size " +
@@ -307,15 +326,21 @@ std::vector<DTypeBucket> collect_buckets(std::span<const LeafSpec> leaves) {
 }
 
 // Length-prefixed little-endian fields, so that two different layouts never share a byte string.
+// The fields pass through a fixed buffer into a streaming hash: the same hash as of the whole byte
+// string, without holding it.
 class CanonicalBytes {
  public:
+  CanonicalBytes() {
+    if (!state_ || XXH3_64bits_reset(state_.get()) != XXH_OK) throw std::bad_alloc();
+  }
+
   void number(std::uint64_t value) {
     const boost::endian::little_uint64_buf_t little(value);
-    bytes_.append(reinterpret_cast<const char*>(little.data()), sizeof little);
+    append(little.data(), sizeof little);
   }
   void text(const std::string& s) {
     number(s.size());
-    bytes_ += s;
+    append(s.data(), s.size());
   }
   void path(const Path& path) {
     number(path.size());
@@ -325,10 +350,35 @@ class CanonicalBytes {
     number(shape.size());
     for (const std::int64_t dim : shape) number(static_cast<std::uint64_t>(dim));
   }
-  std::uint64_t hash() const { return XXH3_64bits(bytes_.data(), bytes_.size()); }
+  std::uint64_t hash() {
+    flush();
+    return XXH3_64bits_digest(state_.get());
+  }
 
  private:
-  std::string bytes_;
+  struct FreeState {
+    void operator()(XXH3_state_t* state) const { XXH3_freeState(state); }
+  };
+
+  void append(const void* data, std::size_t n) {
+    if (used_ + n > sizeof buffer_) {
+      flush();
+      if (n > sizeof buffer_) {
+        (void)XXH3_64bits_update(state_.get(), data, n);
+        return;
+      }
+    }
+    std::memcpy(buffer_ + used_, data, n);
+    used_ += n;
+  }
+  void flush() {
+    (void)XXH3_64bits_update(state_.get(), buffer_, used_);
+    used_ = 0;
+  }
+
+  std::unique_ptr<XXH3_state_t, FreeState> state_{XXH3_createState()};
+  std::size_t used_ = 0;
+  char buffer_[16384];
 };
 
 std::uint64_t layout_fingerprint(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves,
@@ -352,6 +402,25 @@ std::uint64_t layout_fingerprint(std::span<const NodeSpec> nodes, std::span<cons
   return bytes.hash();
 }
 
+// Indices of `leaves` in layout order. Sorting by dtype compares small integers; a tree usually lists
+// its leaves in path order already, so each dtype's run is checked and sorted only when it is not.
+std::vector<std::uint32_t> layout_order(std::span<const LeafPlan> leaves) {
+  check_count(leaves.size(), "leaf count");
+  std::vector<std::uint32_t> order(leaves.size());
+  std::iota(order.begin(), order.end(), 0U);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return leaves[a].dtype < leaves[b].dtype; });
+  const auto by_path = [&](std::uint32_t a, std::uint32_t b) { return compare_paths(leaves[a].path, leaves[b].path) < 0; };
+  for (auto run = order.begin(); run != order.end();) {
+    const DType dtype = leaves[*run].dtype;
+    const auto run_end =
+        std::find_if(run, order.end(), [&](std::uint32_t i) { return leaves[i].dtype != dtype; });
+    if (!std::is_sorted(run, run_end, by_path)) std::sort(run, run_end, by_path);
+    run = run_end;
+  }
+  return order;
+}
+
 }  // namespace
 
 Schema::Schema(std::vector<NodeSpec> nodes, std::vector<LeafSpec> leaves, std::uint64_t total_bytes,
@@ -370,14 +439,15 @@ Schema::Schema(std::vector<NodeSpec> nodes, std::vector<LeafSpec> leaves, std::u
 }
 
 Schema Schema::plan(std::vector<NodeSpec> nodes, std::vector<LeafPlan> leaves, DeviceType storage_device) {
-  std::sort(nodes.begin(), nodes.end(), [](const NodeSpec& a, const NodeSpec& b) { return a.path < b.path; });
+  const auto by_path = [](const NodeSpec& a, const NodeSpec& b) { return a.path < b.path; };
+  if (!std::is_sorted(nodes.begin(), nodes.end(), by_path)) std::sort(nodes.begin(), nodes.end(), by_path);
   std::vector<LeafSpec> layout;
   layout.reserve(leaves.size());
-  for (LeafPlan& leaf : leaves) {
+  for (const std::uint32_t i : layout_order(leaves)) {
+    LeafPlan& leaf = leaves[i];
     const std::uint64_t nbytes = leaf_nbytes(leaf.dtype, leaf.shape, leaf.path);
     layout.push_back({std::move(leaf.path), leaf.dtype, std::move(leaf.shape), 0, nbytes});
   }
-  std::sort(layout.begin(), layout.end(), layout_before);
   const std::uint64_t total_bytes = assign_offsets(layout);
   return Schema(std::move(nodes), std::move(layout), total_bytes, storage_device);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -378,5 +379,130 @@ TEST_CASE("plan rejects inconsistent descriptions with InvalidArgument naming th
     path.push_back("k");
     CHECK_THAT(message_of<InvalidArgument>([&] { Schema::plan(nodes, {leaf(path, DType::Int8, {})}, cpu); }),
                Contains("65 keys deep"));
+  }
+}
+
+namespace {
+
+// `count` leaves of mixed dtypes and ranks, ten to a node, keys of every length up to the limit.
+struct WideTree {
+  std::vector<NodeSpec> nodes;
+  std::vector<LeafPlan> leaves;
+};
+
+WideTree wide_tree(int count) {
+  constexpr DType kMix[] = {DType::Float32, DType::Int64, DType::UInt8, DType::BFloat16, DType::Complex128};
+  WideTree tree;
+  tree.nodes.push_back(node({}, {3}, {}));
+  for (int i = 0; i < count; ++i) {
+    std::string group = std::to_string(i / 10);
+    group.insert(group.begin(), 'g');
+    if (i % 10 == 0) {
+      tree.nodes.push_back(node({group}, {3, 2}, {}));
+      tree.nodes.front().keys.push_back(group);
+    }
+    // Key lengths cycle through 1..kMaxKeyBytes, so some fields straddle the encoder's internal buffers.
+    std::string key = std::to_string(i);
+    key.insert(key.begin(), 'k');
+    key.resize(std::max(key.size(), static_cast<std::size_t>(i * 37) % Schema::kMaxKeyBytes), 'x');
+    tree.nodes.back().keys.push_back(key);
+    Shape shape = {3, 2};
+    for (int d = 0; d < i % 4; ++d) shape.push_back(1 + (i + d) % 5);
+    tree.leaves.push_back(leaf({group, key}, kMix[i % 5], shape));
+  }
+  return tree;
+}
+
+}  // namespace
+
+TEST_CASE("a schema of thousands of leaves survives encode then decode field by field") {
+  const WideTree tree = wide_tree(3000);
+  const Schema schema = Schema::plan(tree.nodes, tree.leaves, DeviceType::CUDA);
+  const std::vector<std::byte> bytes = schema.encode();
+  const Schema decoded = Schema::decode(bytes);
+  REQUIRE(decoded.leaves().size() == schema.leaves().size());
+  for (std::size_t i = 0; i < schema.leaves().size(); ++i) {
+    const LeafSpec& a = schema.leaves()[i];
+    const LeafSpec& b = decoded.leaves()[i];
+    INFO("leaf " << i);
+    CHECK(b.path == a.path);
+    CHECK(b.dtype == a.dtype);
+    CHECK(b.shape == a.shape);
+    CHECK(b.offset == a.offset);
+    CHECK(b.nbytes == a.nbytes);
+  }
+  REQUIRE(decoded.nodes().size() == schema.nodes().size());
+  for (std::size_t i = 0; i < schema.nodes().size(); ++i) {
+    INFO("node " << i);
+    CHECK(decoded.nodes()[i].path == schema.nodes()[i].path);
+    CHECK(decoded.nodes()[i].batch_size == schema.nodes()[i].batch_size);
+    CHECK(decoded.nodes()[i].keys == schema.nodes()[i].keys);
+  }
+  CHECK(decoded.buckets() == schema.buckets());
+  CHECK(decoded.total_bytes() == schema.total_bytes());
+  CHECK(decoded.storage_device() == DeviceType::CUDA);
+  CHECK(decoded.fingerprint() == schema.fingerprint());
+  CHECK(decoded.encode() == bytes);
+}
+
+TEST_CASE("plan lays out leaves listed in any order exactly as when they are listed in path order") {
+  const WideTree tree = wide_tree(500);
+  const Schema in_order = Schema::plan(tree.nodes, tree.leaves, DeviceType::CPU);
+  std::vector<LeafPlan> shuffled = tree.leaves;
+  std::mt19937 random(7);
+  std::shuffle(shuffled.begin(), shuffled.end(), random);
+  std::vector<NodeSpec> nodes = tree.nodes;
+  std::reverse(nodes.begin(), nodes.end());
+  const Schema reordered = Schema::plan(nodes, shuffled, DeviceType::CPU);
+  CHECK(reordered.leaves() == in_order.leaves());
+  CHECK(reordered.nodes() == in_order.nodes());
+  CHECK(reordered.fingerprint() == in_order.fingerprint());
+  for (std::size_t i = 1; i < in_order.leaves().size(); ++i) {
+    const LeafSpec& before = in_order.leaves()[i - 1];
+    const LeafSpec& after = in_order.leaves()[i];
+    INFO("leaf " << i);
+    CHECK((before.dtype < after.dtype || (before.dtype == after.dtype && before.path < after.path)));
+  }
+}
+
+TEST_CASE("the fingerprint is XXH3-64 of the canonical layout bytes, however many leaves there are") {
+  // Written here independently of the library: version, leaves (path, dtype, shape, offset, nbytes),
+  // nodes (path, batch_size), total bytes, each a little-endian u64 or a u64-counted list.
+  std::string canonical;
+  const auto number = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) canonical.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  const auto path = [&](const Path& p) {
+    number(p.size());
+    for (const std::string& key : p) {
+      number(key.size());
+      canonical += key;
+    }
+  };
+  const auto shape = [&](const Shape& s) {
+    number(s.size());
+    for (const std::int64_t d : s) number(static_cast<std::uint64_t>(d));
+  };
+  for (const int count : {0, 5, 2000}) {
+    const WideTree tree = wide_tree(count);
+    const Schema schema = Schema::plan(tree.nodes, tree.leaves, DeviceType::CPU);
+    canonical.clear();
+    number(Schema::kFormatVersion);
+    number(schema.leaves().size());
+    for (const LeafSpec& l : schema.leaves()) {
+      path(l.path);
+      number(static_cast<std::uint64_t>(l.dtype));
+      shape(l.shape);
+      number(l.offset);
+      number(l.nbytes);
+    }
+    number(schema.nodes().size());
+    for (const NodeSpec& n : schema.nodes()) {
+      path(n.path);
+      shape(n.batch_size);
+    }
+    number(schema.total_bytes());
+    INFO(count << " leaves, " << canonical.size() << " canonical bytes");
+    CHECK(schema.fingerprint() == XXH3_64bits(canonical.data(), canonical.size()));
   }
 }
