@@ -41,8 +41,9 @@ struct MemmapOptions {
   // Called on the calling thread with (bytes written, total bytes): after each piece it wrote
   // itself, and once at the end with done == total.
   std::function<void(std::uint64_t done, std::uint64_t total)> progress = {};
-  // fsync every file and directory before publishing. Without it a save is still safe against a
-  // killed process (the page cache outlives it), not against a power loss.
+  // Every file and directory reaches stable storage before publishing (one syncfs of the file
+  // system: one device flush for the whole tree, not one per file). Without it a save is still
+  // safe against a killed process (the page cache outlives it), not against a power loss.
   bool durable = true;
 };
 
@@ -71,7 +72,7 @@ struct LoadMemmapOptions {
 // LoadMemmapOptions above). Only empty_memmap, which has no member, is a free function.
 //
 // tree.memmap_(dir[, options]): writes the tree under `dir` crash-safely (a temporary sibling
-// directory, fsync'd, renamed into place) and makes its leaves views of the mapped files (read-write),
+// directory, synced to disk, renamed into place) and makes its leaves views of the mapped files (read-write),
 // so later in-place writes go to the files. A killed save leaves the previous tree loadable; of two
 // concurrent saves one wins. InvalidArgument for keys meta.json cannot hold ("shape", "device",
 // "_type" and non-UTF-8 keys).

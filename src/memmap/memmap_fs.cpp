@@ -4,8 +4,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "core/foreign_error.hpp"
 #include "tensortree/error.hpp"
@@ -81,6 +85,49 @@ void fsync_or_throw(int fd, const std::filesystem::path& path) {
 void fsync_directory(const std::filesystem::path& dir) {
   const FileDescriptor fd = open_path(dir, O_RDONLY | O_DIRECTORY);
   fsync_or_throw(fd.get(), dir);
+}
+
+void sync_file_system(const std::filesystem::path& dir) {
+  const FileDescriptor fd = open_path(dir, O_RDONLY | O_DIRECTORY);
+  if (::syncfs(fd.get()) != 0) TT_OS_ERROR("syncfs", dir);
+}
+
+namespace {
+
+constexpr std::size_t kFilesPerRemover = 64;
+constexpr std::size_t kMaxRemovers = 16;
+
+// Every non-directory entry under `dir` (links are not followed).
+std::vector<std::filesystem::path> files_under(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::end(it);
+       it.increment(ec)) {
+    if (!it->is_directory(ec) || it->is_symlink(ec)) files.push_back(it->path());
+  }
+  return files;
+}
+
+}  // namespace
+
+void remove_tree(const std::filesystem::path& dir) noexcept {
+  try {
+    const std::vector<std::filesystem::path> files = files_under(dir);
+    std::atomic<std::size_t> next{0};
+    const auto remove_files = [&] {
+      for (std::size_t i; (i = next.fetch_add(1)) < files.size();) ::unlink(files[i].c_str());
+    };
+    {
+      std::vector<std::jthread> removers;
+      const std::size_t count = std::min(kMaxRemovers, files.size() / kFilesPerRemover);
+      for (std::size_t i = 1; i < count; ++i) removers.emplace_back(remove_files);
+      remove_files();
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  } catch (...) {
+    // Out of memory or threads: whatever is left stays behind, as with any failed removal.
+  }
 }
 
 void write_all_at(int fd, const void* data, std::size_t n, std::uint64_t offset, const std::filesystem::path& path) {

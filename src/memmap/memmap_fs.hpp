@@ -66,6 +66,13 @@ class Mapping {
 
 void fsync_or_throw(int fd, const std::filesystem::path& path);
 void fsync_directory(const std::filesystem::path& dir);
+// syncfs(2) on the file system holding `dir`: everything written there so far (file data, new files
+// and directories) reaches stable storage with one flush of the device's cache, where an fsync per
+// file and per directory pays one flush each. Write-back errors are reported (Linux 5.8 and later).
+void sync_file_system(const std::filesystem::path& dir);
+// Removes `dir` and everything under it, ignoring errors. Files are unlinked by several threads: on
+// file systems that discard freed blocks at once, each unlink waits for the device, and the waits overlap.
+void remove_tree(const std::filesystem::path& dir) noexcept;
 // Writes all of [data, data + n) at `offset`, retrying short writes and EINTR.
 void write_all_at(int fd, const void* data, std::size_t n, std::uint64_t offset, const std::filesystem::path& path);
 // Reads all of [data, data + n) from the start of the file.

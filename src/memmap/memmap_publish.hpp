@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "memmap/memmap_fs.hpp"
 #include "tensortree/memmap.hpp"
 
 namespace tensortree::detail {
@@ -27,10 +28,7 @@ class TempDirGuard {
   explicit TempDirGuard(std::filesystem::path path) : path_(std::move(path)) {}
   TempDirGuard(const TempDirGuard&) = delete;
   TempDirGuard& operator=(const TempDirGuard&) = delete;
-  ~TempDirGuard() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
+  ~TempDirGuard() { remove_tree(path_); }
   const std::filesystem::path& path() const { return path_; }
 
  private:

@@ -1,4 +1,4 @@
-// Saving memmap trees: everything is written into a temporary sibling directory, fsync'd, and then
+// Saving memmap trees: everything is written into a temporary sibling directory, made durable, and then
 // published with one rename (or an atomic exchange with the previous tree), so that a reader or a
 // crash only ever sees a whole old tree or a whole new one.
 #include <fcntl.h>
@@ -65,10 +65,9 @@ void make_directory(const fs::path& dir) {
   if (::mkdir(dir.c_str(), 0755) != 0) TT_OS_ERROR("mkdir", dir);
 }
 
-void write_small_file(const fs::path& file, const std::string& text, bool durable) {
+void write_small_file(const fs::path& file, const std::string& text) {
   const detail::FileDescriptor fd = detail::open_path(file, O_WRONLY | O_CREAT | O_EXCL, 0644);
   detail::write_all_at(fd.get(), text.data(), text.size(), 0, file);
-  if (durable) detail::fsync_or_throw(fd.get(), file);
 }
 
 // Creates the file at its final size: sparse, so a preallocated tree costs no disk until written.
@@ -111,10 +110,9 @@ void check_disk_names(const TensorTree& tree) {
 }
 
 // Lays out one node (and its sub-trees) under `dir`: directories, meta.json files, empty leaf files.
-void lay_out(const TensorTree& node, const fs::path& dir, Path& path, const SaveRecipe& recipe, bool durable,
-             std::vector<LeafJob>& leaves, std::vector<fs::path>& dirs) {
+void lay_out(const TensorTree& node, const fs::path& dir, Path& path, const SaveRecipe& recipe,
+             std::vector<LeafJob>& leaves) {
   make_directory(dir);
-  dirs.push_back(dir);
   detail::NodeMeta meta;
   meta.batch_size = recipe.reshape(node.batch_size());
   for (const Path& key_path : node.keys()) {
@@ -126,15 +124,17 @@ void lay_out(const TensorTree& node, const fs::path& dir, Path& path, const Save
       job.nbytes = detail::leaf_nbytes(job.dtype, job.shape, path_str(path));
       if (recipe.copy_data && job.nbytes > 0) job.source = host_contiguous(leaf);
       meta.entries.push_back({key, false, job.dtype, job.shape});
-      create_leaf_file(job);
+      // A leaf with bytes to write is created by the writer threads (creating files is where a file
+      // system spends its time when leaves are many); the others are created here, at their size.
+      if (!job.source.defined()) create_leaf_file(job);
       leaves.push_back(std::move(job));
     } else {
       meta.entries.push_back({key, true, DType::Float32, {}});
-      lay_out(node.subtree(key_path), dir / encode_memmap_key(key), path, recipe, durable, leaves, dirs);
+      lay_out(node.subtree(key_path), dir / encode_memmap_key(key), path, recipe, leaves);
     }
     path.pop_back();
   }
-  write_small_file(dir / detail::kMetaFileName, detail::format_node_meta(meta), durable);
+  write_small_file(dir / detail::kMetaFileName, detail::format_node_meta(meta));
 }
 
 struct Chunk {
@@ -143,14 +143,12 @@ struct Chunk {
   std::uint64_t size;
 };
 
-std::vector<Chunk> chunks_of(const std::vector<LeafJob>& leaves, std::vector<std::uint32_t>& per_leaf) {
+std::vector<Chunk> chunks_of(const std::vector<LeafJob>& leaves) {
   std::vector<Chunk> chunks;
-  per_leaf.assign(leaves.size(), 0);
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     if (!leaves[i].source.defined()) continue;
     for (std::uint64_t offset = 0; offset < leaves[i].nbytes; offset += kChunkBytes) {
       chunks.push_back({i, offset, std::min(kChunkBytes, leaves[i].nbytes - offset)});
-      ++per_leaf[i];
     }
   }
   return chunks;
@@ -161,11 +159,9 @@ std::vector<Chunk> chunks_of(const std::vector<LeafJob>& leaves, std::vector<std
 class DataWriter {
  public:
   DataWriter(const std::vector<LeafJob>& leaves, const MemmapOptions& options)
-      : leaves_(leaves), options_(options), chunks_(chunks_of(leaves, per_leaf_)),
-        remaining_(std::make_unique<std::atomic<std::uint32_t>[]>(leaves.size())) {
-    for (std::size_t i = 0; i < leaves.size(); ++i) {
-      remaining_[i].store(per_leaf_[i]);
-      if (leaves[i].source.defined()) total_ += leaves[i].nbytes;
+      : leaves_(leaves), options_(options), chunks_(chunks_of(leaves)) {
+    for (const LeafJob& leaf : leaves) {
+      if (leaf.source.defined()) total_ += leaf.nbytes;
     }
   }
 
@@ -207,18 +203,14 @@ class DataWriter {
 
   void write_chunk(const Chunk& chunk) const {
     const LeafJob& leaf = leaves_[chunk.leaf];
-    const detail::FileDescriptor fd = detail::open_path(leaf.file, O_WRONLY);
+    const detail::FileDescriptor fd = detail::open_path(leaf.file, O_WRONLY | O_CREAT, 0644);
     const auto* bytes = static_cast<const std::byte*>(leaf.source.data_ptr()) + chunk.offset;
     detail::write_all_at(fd.get(), bytes, chunk.size, chunk.offset, leaf.file);
-    // The thread finishing a leaf's last chunk makes the whole file durable.
-    if (remaining_[chunk.leaf].fetch_sub(1) == 1 && options_.durable) detail::fsync_or_throw(fd.get(), leaf.file);
   }
 
   const std::vector<LeafJob>& leaves_;
   const MemmapOptions& options_;
-  std::vector<std::uint32_t> per_leaf_;
   std::vector<Chunk> chunks_;
-  std::unique_ptr<std::atomic<std::uint32_t>[]> remaining_;
   std::uint64_t total_ = 0;
   std::atomic<std::size_t> next_{0};
   std::atomic<std::uint64_t> done_{0};
@@ -245,13 +237,11 @@ TensorTree save(const TensorTree& tree, const fs::path& dir, const SaveRecipe& r
 
   const TempDirGuard temp(temp_sibling(target));
   std::vector<LeafJob> leaves;
-  std::vector<fs::path> dirs;
   Path path;
-  lay_out(tree, temp.path(), path, recipe, options.durable, leaves, dirs);
+  lay_out(tree, temp.path(), path, recipe, leaves);
   DataWriter(leaves, options).run();
-  if (options.durable) {
-    for (const fs::path& d : dirs) detail::fsync_directory(d);
-  }
+  // The whole temporary tree, files and directories, is durable before it is published.
+  if (options.durable) detail::sync_file_system(temp.path());
   // Mapped before publishing, so the tree views exactly the files this save wrote even if another
   // save replaces them at `target` a moment later.
   TensorTree mapped = TensorTree::load_memmap(temp.path(), {.mode = MemmapMode::ReadWrite});

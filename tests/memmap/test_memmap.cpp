@@ -301,6 +301,42 @@ TEST_CASE("the overwrite policy refuses, replaces, and never deletes foreign fil
   CHECK(fs::exists(scratch / "made_by_mkdtemp" / "z.memmap"));
 }
 
+namespace {
+
+// "<prefix><n>", spelled out because GCC 12 warns (-Wrestrict, wrongly) on a literal + std::to_string.
+std::string numbered(const char* prefix, int n) {
+  std::string out(prefix);
+  out += std::to_string(n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("replacing a tree of hundreds of leaves leaves exactly the new tree, durable or not") {
+  const ScratchDir scratch;
+  const auto many = [](int seed, int leaves) {
+    TensorTree tree(Shape{3});
+    for (int i = 0; i < leaves; ++i) {
+      tree.set(Path{numbered("g", i % 7), numbered("leaf", i)},
+               patterned({3, 1 + i % 5}, i % 2 ? DType::Float32 : DType::Int16, seed + i));
+    }
+    return tree;
+  };
+  for (const bool durable : {true, false}) {
+    INFO("durable " << durable);
+    const fs::path dir = scratch / (durable ? "durable" : "volatile");
+    for (const auto& [seed, leaves] : {std::pair{1, 400}, std::pair{2, 300}, std::pair{3, 450}}) {
+      TensorTree tree = many(seed, leaves);
+      const TensorTree source = tree.clone();
+      tree.memmap_(dir, {.overwrite = MemmapOverwrite::Replace, .durable = durable});
+      require_same_tree(tree, source);
+      require_same_tree(TensorTree::load_memmap(dir), source);
+    }
+  }
+  // Each replaced tree and each temporary directory is gone: only the two targets remain.
+  CHECK(std::distance(fs::directory_iterator(scratch.path()), fs::directory_iterator()) == 2);
+}
+
 TEST_CASE("keys that would share a file name, or make one over 255 bytes, are InvalidArgument and write nothing") {
   const ScratchDir scratch;
   const auto require_refused = [&](const TensorTree& tree, const std::vector<std::string>& fragments) {

@@ -1,0 +1,59 @@
+// The file-system helpers behind saves: removing a tree with several threads, and syncing it.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include "memmap/memmap_fs.hpp"
+#include "memmap_test_support.hpp"
+#include "tensortree/error.hpp"
+
+using namespace tensortree;
+using namespace memmap_test;
+
+namespace {
+
+// "<prefix><n>", spelled out because GCC 12 warns (-Wrestrict, wrongly) on a literal + std::to_string.
+std::string numbered(const char* prefix, int n) {
+  std::string out(prefix);
+  out += std::to_string(n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("remove_tree removes hundreds of files in nested directories and does not follow links") {
+  const ScratchDir scratch;
+  const fs::path tree = scratch / "tree";
+  const fs::path outside = scratch / "outside";
+  fs::create_directories(outside);
+  write_text(outside / "keep.txt", "still here");
+  for (int d = 0; d < 7; ++d) {
+    const fs::path dir = tree / numbered("d", d) / "inner";
+    fs::create_directories(dir);
+    for (int f = 0; f < 60; ++f) write_text(dir / numbered("f", f), std::string(static_cast<std::size_t>(f), 'x'));
+  }
+  fs::create_directory_symlink(outside, tree / "d0" / "link_to_outside");
+  fs::create_symlink(outside / "keep.txt", tree / "file_link");
+  REQUIRE(std::distance(fs::recursive_directory_iterator(tree), fs::recursive_directory_iterator()) > 420);
+
+  detail::remove_tree(tree);
+  CHECK_FALSE(fs::exists(fs::symlink_status(tree)));
+  CHECK(read_text(outside / "keep.txt") == "still here");
+}
+
+TEST_CASE("remove_tree of a missing directory does nothing and does not throw") {
+  const ScratchDir scratch;
+  detail::remove_tree(scratch / "absent");
+  CHECK(fs::exists(scratch.path()));
+}
+
+TEST_CASE("sync_file_system accepts a directory and names a missing one in its error") {
+  const ScratchDir scratch;
+  CHECK_NOTHROW(detail::sync_file_system(scratch.path()));
+  try {
+    detail::sync_file_system(scratch / "absent");
+    FAIL("no error for a missing directory");
+  } catch (const BackendError& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("absent"));
+  }
+}
