@@ -41,11 +41,6 @@ std::string quoted(Keys path) {
 std::string leaf_name(Keys path) { return "leaf " + quoted(path); }
 std::string node_name(Keys path) { return "node " + quoted(path); }
 
-bool layout_before(const LeafSpec& a, const LeafSpec& b) {
-  if (a.dtype != b.dtype) return a.dtype < b.dtype;
-  return compare_paths(a.path, b.path) < 0;
-}
-
 const NodeSpec* find_node_in(std::span<const NodeSpec> sorted_nodes, Keys path) {
   const auto it = std::lower_bound(sorted_nodes.begin(), sorted_nodes.end(), path,
                                    [](const NodeSpec& node, Keys p) { return compare_paths(node.path, p) < 0; });
@@ -189,6 +184,8 @@ void check_keys_match_children(const NodeSpec& node, const std::vector<std::stri
   if (const auto dup = std::adjacent_find(children.begin(), children.end()); dup != children.end()) {
     throw InvalidArgument(node_name(node.path) + " has two children named '" + std::string(*dup) + "'");
   }
+  // Keys inserted in sorted order (common) are the children themselves: one comparison each.
+  if (std::equal(node.keys.begin(), node.keys.end(), children.begin(), children.end())) return;
   std::vector<bool> listed(children.size());
   for (const std::string& key : node.keys) {
     const auto it = std::lower_bound(children.begin(), children.end(), std::string_view(key));
@@ -231,6 +228,8 @@ class ParentFinder {
 void validate_children(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves,
                        std::span<const std::uint32_t> leaves_by_path) {
   std::vector<std::vector<std::string_view>> children(nodes.size());
+  // A valid node has as many children as keys: one allocation each (an invalid one may grow).
+  for (std::size_t i = 0; i < nodes.size(); ++i) children[i].reserve(nodes[i].keys.size());
   ParentFinder parents(nodes);
   for (const NodeSpec& node : nodes.subspan(1)) {
     children[parents.index_of({"node", node.path})].push_back(node.path.back());
@@ -274,17 +273,23 @@ void check_offset(const LeafSpec& leaf, std::uint64_t previous_end, std::uint64_
   }
 }
 
+// Layout order: dtype bucket, then path, each leaf once. One comparison of the two paths decides.
+void check_follows(const LeafSpec& previous, const LeafSpec& leaf) {
+  if (previous.dtype < leaf.dtype) return;
+  const std::strong_ordering order =
+      previous.dtype == leaf.dtype ? compare_paths(previous.path, leaf.path) : std::strong_ordering::greater;
+  if (order == 0) throw InvalidArgument(leaf_name(leaf.path) + " appears twice");
+  if (order > 0) {
+    throw InvalidArgument(leaf_name(leaf.path) + " is out of layout order (dtype bucket, then path) after " +
+                          quoted(previous.path));
+  }
+}
+
 void validate_layout(std::span<const LeafSpec> leaves, std::uint64_t total_bytes) {
   std::uint64_t end = 0;
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     const LeafSpec& leaf = leaves[i];
-    if (i > 0 && leaves[i - 1].dtype == leaf.dtype && leaves[i - 1].path == leaf.path) {
-      throw InvalidArgument(leaf_name(leaf.path) + " appears twice");
-    }
-    if (i > 0 && !layout_before(leaves[i - 1], leaf)) {
-      throw InvalidArgument(leaf_name(leaf.path) + " is out of layout order (dtype bucket, then path) after " +
-                            quoted(leaves[i - 1].path));
-    }
+    if (i > 0) check_follows(leaves[i - 1], leaf);
     if (const std::uint64_t expected = leaf_nbytes(leaf.dtype, leaf.shape, leaf.path); leaf.nbytes != expected) {
       throw InvalidArgument(leaf_name(leaf.path) + " records " + std::to_string(leaf.nbytes) + " bytes but shape " +
                             shape_str(leaf.shape) + " of " + std::string(dtype_name(leaf.dtype)) + " needs " +

@@ -28,6 +28,7 @@ constexpr std::size_t kCountBytes = sizeof(std::uint64_t);
 constexpr std::size_t kMinNodeBytes = 3 * kCountBytes;  // path, batch_size and keys counts
 // path and shape counts, dtype, offset, nbytes
 constexpr std::size_t kMinLeafBytes = 2 * kCountBytes + 1 + 2 * sizeof(std::uint64_t);
+static_assert(Schema::kMaxEntries < SIZE_MAX / kMinNodeBytes && Schema::kMaxEntries < SIZE_MAX / kMinLeafBytes);
 
 // ---- sizes, so that encode() allocates once ----------------------------------------------------
 
@@ -127,19 +128,21 @@ class PayloadReader {
     if (n > limit) {
       corrupt(std::string(what) + " " + std::to_string(n) + " exceeds the limit of " + std::to_string(limit));
     }
-    if (n > remaining() / min_bytes) {
+    // n <= limit <= kMaxEntries, so n * min_bytes cannot overflow (and needs no division).
+    if (n * min_bytes > remaining()) {
       corrupt(std::string(what) + " " + std::to_string(n) + " cannot fit in the " + std::to_string(remaining()) +
               " bytes left");
     }
     return static_cast<std::size_t>(n);
   }
-  std::string text() {
-    const std::size_t n = count("key length", Schema::kMaxKeyBytes, 1);
-    return std::string(reinterpret_cast<const char*>(take(n)), n);
-  }
   std::vector<std::string> strings(const char* what, std::size_t limit) {
-    std::vector<std::string> list(count(what, limit, kCountBytes));
-    for (std::string& s : list) s = text();
+    const std::size_t n = count(what, limit, kCountBytes);
+    std::vector<std::string> list;
+    list.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t length = count("key length", Schema::kMaxKeyBytes, 1);
+      list.emplace_back(reinterpret_cast<const char*>(take(length)), length);
+    }
     return list;
   }
   Shape shape(const char* what) {
