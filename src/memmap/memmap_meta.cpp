@@ -271,32 +271,34 @@ std::string format_node_meta(const NodeMeta& node) {
   return out;
 }
 
-// One pass over meta.json's events before building it: bounds the nesting and lists the root
-// object's keys in file order. (nlohmann's parse callback would do both, but its parser removes
+// One pass over meta.json's events: bounds the nesting, lists the root object's keys in file order,
+// and hands every event on to nlohmann's own document builder (the one json::parse uses), so the
+// text is parsed once. (nlohmann's parse callback would bound and order too, but its parser removes
 // discarded values by rescanning the parent, which is quadratic in the number of keys.)
 class MetaScan final : public nlohmann::json_sax<Json> {
  public:
-  explicit MetaScan(const std::filesystem::path& file) : file_(file) {}
+  MetaScan(const std::filesystem::path& file, Json& root) : file_(file), dom_(root) {}
 
   std::vector<std::string> take_keys() { return std::move(keys_); }
 
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return enter(); }
-  bool end_object() override { return leave(); }
-  bool start_array(std::size_t) override { return enter(); }
-  bool end_array() override { return leave(); }
+  bool null() override { return dom_.null(); }
+  bool boolean(bool value) override { return dom_.boolean(value); }
+  bool number_integer(number_integer_t value) override { return dom_.number_integer(value); }
+  bool number_unsigned(number_unsigned_t value) override { return dom_.number_unsigned(value); }
+  bool number_float(number_float_t value, const string_t& text) override { return dom_.number_float(value, text); }
+  bool string(string_t& value) override { return dom_.string(value); }
+  bool binary(binary_t& value) override { return dom_.binary(value); }
+  bool start_object(std::size_t n) override { return enter() && dom_.start_object(n); }
+  bool end_object() override { return leave() && dom_.end_object(); }
+  bool start_array(std::size_t n) override { return enter() && dom_.start_array(n); }
+  bool end_array() override { return leave() && dom_.end_array(); }
   bool key(string_t& key) override {
-    if (depth_ != 1) return true;
-    // Python would keep the last of two equal keys; a writer of this format never repeats one.
-    if (!seen_.insert(key).second) corrupt(file_, key, "the key appears twice");
-    keys_.push_back(key);
-    return true;
+    if (depth_ == 1) {
+      // Python would keep the last of two equal keys; a writer of this format never repeats one.
+      if (!seen_.insert(key).second) corrupt(file_, key, "the key appears twice");
+      keys_.push_back(key);
+    }
+    return dom_.key(key);
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
     corrupt(file_, "", e.what());
@@ -313,21 +315,23 @@ class MetaScan final : public nlohmann::json_sax<Json> {
   }
 
   const std::filesystem::path& file_;
+  nlohmann::detail::json_sax_dom_parser<Json> dom_;
   int depth_ = 0;
   std::vector<std::string> keys_;
   std::unordered_set<std::string> seen_;
 };
 
-// Parses `text` (nesting bounded) and lists the root object's keys in file order.
+// Parses `text` once (nesting bounded) and lists the root object's keys in file order.
 Json parse_bounded(std::string_view text, const std::filesystem::path& file, std::vector<std::string>& keys) {
-  MetaScan scan(file);
-  Json::sax_parse(text.begin(), text.end(), &scan);
-  keys = scan.take_keys();
+  Json root;
+  MetaScan scan(file, root);
   try {
-    return Json::parse(text.begin(), text.end());
+    Json::sax_parse(text.begin(), text.end(), &scan);
   } catch (const nlohmann::json::exception& e) {
     corrupt(file, "", e.what());
   }
+  keys = scan.take_keys();
+  return root;
 }
 
 NodeMeta parse_node_meta(std::string_view text, const std::filesystem::path& file) {
