@@ -97,10 +97,12 @@ namespace {
 constexpr std::size_t kFilesPerRemover = 64;
 constexpr std::size_t kMaxRemovers = 16;
 
-// Every non-directory entry under `dir` (links are not followed).
+// Every non-directory entry under `dir` (links are not followed, `dir` itself included: what an
+// exchange left at a temporary name may be a link, and only the link is removed then).
 std::vector<std::filesystem::path> files_under(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> files;
   std::error_code ec;
+  if (!std::filesystem::is_directory(std::filesystem::symlink_status(dir, ec))) return files;
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::end(it);
        it.increment(ec)) {
     if (!it->is_directory(ec) || it->is_symlink(ec)) files.push_back(it->path());

@@ -41,6 +41,18 @@ TEST_CASE("remove_tree removes hundreds of files in nested directories and does 
   CHECK(read_text(outside / "keep.txt") == "still here");
 }
 
+TEST_CASE("remove_tree of a link to a directory removes the link, not what it points to") {
+  const ScratchDir scratch;
+  const fs::path target = scratch / "target";
+  fs::create_directories(target / "inner");
+  for (int f = 0; f < 200; ++f) write_text(target / "inner" / numbered("f", f), "data");
+  fs::create_directory_symlink(target, scratch / "link");
+
+  detail::remove_tree(scratch / "link");
+  CHECK_FALSE(fs::exists(fs::symlink_status(scratch / "link")));
+  CHECK(std::distance(fs::directory_iterator(target / "inner"), fs::directory_iterator()) == 200);
+}
+
 TEST_CASE("remove_tree of a missing directory does nothing and does not throw") {
   const ScratchDir scratch;
   detail::remove_tree(scratch / "absent");
