@@ -41,8 +41,8 @@ struct MemmapOptions {
   // Called on the calling thread with (bytes written, total bytes): after each piece it wrote
   // itself, and once at the end with done == total.
   std::function<void(std::uint64_t done, std::uint64_t total)> progress = {};
-  // Every file and directory reaches stable storage before publishing (one syncfs of the file
-  // system: one device flush for the whole tree, not one per file). Without it a save is still
+  // Every file and directory reaches stable storage before publishing (written back as the save
+  // goes, then fsync'd together, so the device merges their flushes). Without it a save is still
   // safe against a killed process (the page cache outlives it), not against a power loss.
   bool durable = true;
 };

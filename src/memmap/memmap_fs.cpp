@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -87,9 +89,48 @@ void fsync_directory(const std::filesystem::path& dir) {
   fsync_or_throw(fd.get(), dir);
 }
 
-void sync_file_system(const std::filesystem::path& dir) {
-  const FileDescriptor fd = open_path(dir, O_RDONLY | O_DIRECTORY);
-  if (::syncfs(fd.get()) != 0) TT_OS_ERROR("syncfs", dir);
+void start_writeback(int fd, std::uint64_t offset, std::uint64_t n) noexcept {
+  (void)::sync_file_range(fd, static_cast<off64_t>(offset), static_cast<off64_t>(n), SYNC_FILE_RANGE_WRITE);
+}
+
+namespace {
+
+constexpr std::size_t kMaxSyncers = 16;
+
+// Runs fn(i) for every i < count on up to `max_threads` threads (the caller's among them); the first
+// exception is rethrown once all have stopped.
+template <class Fn>
+void parallel_for(std::size_t count, std::size_t max_threads, Fn&& fn) {
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  const auto work = [&] {
+    for (std::size_t i; !failed.load() && (i = next.fetch_add(1)) < count;) {
+      try {
+        fn(i);
+      } catch (...) {
+        const std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+        failed.store(true);
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (std::size_t t = 1; t < std::min(max_threads, count); ++t) helpers.emplace_back(work);
+    work();
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+void fsync_all(const std::vector<std::filesystem::path>& paths) {
+  parallel_for(paths.size(), kMaxSyncers, [&](std::size_t i) {
+    const FileDescriptor fd = open_path(paths[i], O_RDONLY);
+    fsync_or_throw(fd.get(), paths[i]);
+  });
 }
 
 namespace {
@@ -115,16 +156,8 @@ std::vector<std::filesystem::path> files_under(const std::filesystem::path& dir)
 void remove_tree(const std::filesystem::path& dir) noexcept {
   try {
     const std::vector<std::filesystem::path> files = files_under(dir);
-    std::atomic<std::size_t> next{0};
-    const auto remove_files = [&] {
-      for (std::size_t i; (i = next.fetch_add(1)) < files.size();) ::unlink(files[i].c_str());
-    };
-    {
-      std::vector<std::jthread> removers;
-      const std::size_t count = std::min(kMaxRemovers, files.size() / kFilesPerRemover);
-      for (std::size_t i = 1; i < count; ++i) removers.emplace_back(remove_files);
-      remove_files();
-    }
+    const std::size_t removers = std::clamp<std::size_t>(files.size() / kFilesPerRemover, 1, kMaxRemovers);
+    parallel_for(files.size(), removers, [&](std::size_t i) { ::unlink(files[i].c_str()); });
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
   } catch (...) {

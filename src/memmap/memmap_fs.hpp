@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace tensortree::detail {
 
@@ -66,10 +67,13 @@ class Mapping {
 
 void fsync_or_throw(int fd, const std::filesystem::path& path);
 void fsync_directory(const std::filesystem::path& dir);
-// syncfs(2) on the file system holding `dir`: everything written there so far (file data, new files
-// and directories) reaches stable storage with one flush of the device's cache, where an fsync per
-// file and per directory pays one flush each. Write-back errors are reported (Linux 5.8 and later).
-void sync_file_system(const std::filesystem::path& dir);
+// Starts writing [offset, offset + n) of the file back to the device without waiting
+// (sync_file_range), so that a later fsync finds it written. Only a hint: errors are left to fsync.
+void start_writeback(int fd, std::uint64_t offset, std::uint64_t n) noexcept;
+// fsync of every file and directory in `paths`, from several threads: the device merges flushes that
+// arrive together, so many files cost about one flush of its cache instead of one each (and, unlike
+// syncfs, nobody else's data is written). BackendError naming the first path that failed.
+void fsync_all(const std::vector<std::filesystem::path>& paths);
 // Removes `dir` and everything under it, ignoring errors. Files are unlinked by several threads: on
 // file systems that discard freed blocks at once, each unlink waits for the device, and the waits overlap.
 void remove_tree(const std::filesystem::path& dir) noexcept;

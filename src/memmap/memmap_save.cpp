@@ -109,10 +109,12 @@ void check_disk_names(const TensorTree& tree) {
   });
 }
 
-// Lays out one node (and its sub-trees) under `dir`: directories, meta.json files, empty leaf files.
+// Lays out one node (and its sub-trees) under `dir`: directories, meta.json files, the files of leaves
+// with nothing to write. `written` collects every directory and file the save creates.
 void lay_out(const TensorTree& node, const fs::path& dir, Path& path, const SaveRecipe& recipe,
-             std::vector<LeafJob>& leaves) {
+             std::vector<LeafJob>& leaves, std::vector<fs::path>& written) {
   make_directory(dir);
+  written.push_back(dir);
   detail::NodeMeta meta;
   meta.batch_size = recipe.reshape(node.batch_size());
   for (const Path& key_path : node.keys()) {
@@ -127,14 +129,16 @@ void lay_out(const TensorTree& node, const fs::path& dir, Path& path, const Save
       // A leaf with bytes to write is created by the writer threads (creating files is where a file
       // system spends its time when leaves are many); the others are created here, at their size.
       if (!job.source.defined()) create_leaf_file(job);
+      written.push_back(job.file);
       leaves.push_back(std::move(job));
     } else {
       meta.entries.push_back({key, true, DType::Float32, {}});
-      lay_out(node.subtree(key_path), dir / encode_memmap_key(key), path, recipe, leaves);
+      lay_out(node.subtree(key_path), dir / encode_memmap_key(key), path, recipe, leaves, written);
     }
     path.pop_back();
   }
   write_small_file(dir / detail::kMetaFileName, detail::format_node_meta(meta));
+  written.push_back(dir / detail::kMetaFileName);
 }
 
 struct Chunk {
@@ -206,6 +210,8 @@ class DataWriter {
     const detail::FileDescriptor fd = detail::open_path(leaf.file, O_WRONLY | O_CREAT, 0644);
     const auto* bytes = static_cast<const std::byte*>(leaf.source.data_ptr()) + chunk.offset;
     detail::write_all_at(fd.get(), bytes, chunk.size, chunk.offset, leaf.file);
+    // Written back while later chunks are written, so the fsyncs at the end find little to do.
+    if (options_.durable) detail::start_writeback(fd.get(), chunk.offset, chunk.size);
   }
 
   const std::vector<LeafJob>& leaves_;
@@ -237,11 +243,12 @@ TensorTree save(const TensorTree& tree, const fs::path& dir, const SaveRecipe& r
 
   const TempDirGuard temp(temp_sibling(target));
   std::vector<LeafJob> leaves;
+  std::vector<fs::path> written;
   Path path;
-  lay_out(tree, temp.path(), path, recipe, leaves);
+  lay_out(tree, temp.path(), path, recipe, leaves, written);
   DataWriter(leaves, options).run();
-  // The whole temporary tree, files and directories, is durable before it is published.
-  if (options.durable) detail::sync_file_system(temp.path());
+  // Every file and directory of the temporary tree is durable before it is published.
+  if (options.durable) detail::fsync_all(written);
   // Mapped before publishing, so the tree views exactly the files this save wrote even if another
   // save replaces them at `target` a moment later.
   TensorTree mapped = TensorTree::load_memmap(temp.path(), {.mode = MemmapMode::ReadWrite});

@@ -1,4 +1,4 @@
-// The file-system helpers behind saves: removing a tree with several threads, and syncing it.
+// The file-system helpers behind saves: removing a tree and syncing many files, with several threads.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -59,12 +59,19 @@ TEST_CASE("remove_tree of a missing directory does nothing and does not throw") 
   CHECK(fs::exists(scratch.path()));
 }
 
-TEST_CASE("sync_file_system accepts a directory and names a missing one in its error") {
+TEST_CASE("fsync_all syncs files and directories and names the first path that fails") {
   const ScratchDir scratch;
-  CHECK_NOTHROW(detail::sync_file_system(scratch.path()));
+  std::vector<fs::path> paths = {scratch.path()};
+  for (int f = 0; f < 40; ++f) {
+    paths.push_back(scratch / numbered("f", f));
+    write_text(paths.back(), "data");
+  }
+  CHECK_NOTHROW(detail::fsync_all(paths));
+  CHECK_NOTHROW(detail::fsync_all({}));
+  paths.insert(paths.begin() + 20, scratch / "absent");
   try {
-    detail::sync_file_system(scratch / "absent");
-    FAIL("no error for a missing directory");
+    detail::fsync_all(paths);
+    FAIL("no error for a missing file");
   } catch (const BackendError& e) {
     CHECK_THAT(e.what(), Catch::Matchers::Contains("absent"));
   }
