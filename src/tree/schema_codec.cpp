@@ -146,9 +146,8 @@ class PayloadReader {
     return list;
   }
   Shape shape(const char* what) {
-    const std::size_t rank = count(what, Schema::kMaxRank, sizeof(std::int64_t));
-    Shape shape;
-    for (std::size_t d = 0; d < rank; ++d) shape.push_back(number<std::int64_t>());
+    Shape shape(count(what, Schema::kMaxRank, sizeof(std::int64_t)));  // sized once: one allocation at most
+    for (std::int64_t& dim : shape) dim = number<std::int64_t>();
     return shape;
   }
   std::size_t remaining() const { return static_cast<std::size_t>(end_ - at_); }
