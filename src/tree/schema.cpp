@@ -160,20 +160,49 @@ void validate_entries(std::span<const NodeSpec> nodes, std::span<const LeafSpec>
   }
 }
 
+// The index of a child's parent node. Children visited in path order mostly share the previous one's
+// parent, or have the node after it, so those are compared first and the binary search over all
+// nodes is the exception.
+class ParentFinder {
+ public:
+  explicit ParentFinder(std::span<const NodeSpec> nodes) : nodes_(nodes) {}
+
+  std::size_t index_of(const Owner& child) {
+    const Keys parent_path = parent_of(child.path);
+    if (is_parent(last_, parent_path)) return last_;
+    // The walk moved on to the next node's children (the common case), or somewhere else.
+    if (is_parent(last_ + 1, parent_path)) return ++last_;
+    const NodeSpec* parent = find_node_in(nodes_, parent_path);
+    if (!parent) throw InvalidArgument(child.name() + " has no parent node " + quoted(parent_path));
+    last_ = static_cast<std::size_t>(parent - nodes_.data());
+    return last_;
+  }
+
+ private:
+  bool is_parent(std::size_t i, Keys parent_path) const {
+    return i < nodes_.size() && compare_paths(nodes_[i].path, parent_path) == 0;
+  }
+
+  std::span<const NodeSpec> nodes_;
+  std::size_t last_ = 0;
+};
+
 // Nodes strictly in path order (so unique), root first, each batch_size extending its parent's.
+// The order is checked first, so that the parent lookups search a sorted list.
 void validate_nodes(std::span<const NodeSpec> nodes) {
   if (nodes.empty() || !nodes.front().path.empty()) throw InvalidArgument("the schema has no root node");
   for (std::size_t i = 1; i < nodes.size(); ++i) {
-    const NodeSpec& node = nodes[i];
-    if (compare_paths(nodes[i - 1].path, node.path) >= 0) {
-      throw InvalidArgument(node_name(node.path) + " is repeated or out of path order (after " +
+    if (compare_paths(nodes[i - 1].path, nodes[i].path) >= 0) {
+      throw InvalidArgument(node_name(nodes[i].path) + " is repeated or out of path order (after " +
                             quoted(nodes[i - 1].path) + ")");
     }
-    const NodeSpec* parent = find_node_in(nodes.first(i), parent_of(node.path));
-    if (!parent) throw InvalidArgument(node_name(node.path) + " has no parent node " + quoted(parent_of(node.path)));
-    if (!starts_with(node.batch_size, parent->batch_size)) {
+  }
+  ParentFinder parents(nodes);
+  for (const NodeSpec& node : nodes.subspan(1)) {
+    const NodeSpec& parent = nodes[parents.index_of({"node", node.path})];
+    if (!starts_with(node.batch_size, parent.batch_size)) {
       throw InvalidArgument(node_name(node.path) + " has batch_size " + shape_str(node.batch_size) +
-                            ", which does not start with its parent's " + shape_str(parent->batch_size));
+                            ", which does not start with its parent's " + shape_str(parent.batch_size));
     }
   }
 }
@@ -202,26 +231,6 @@ void check_keys_match_children(const NodeSpec& node, const std::vector<std::stri
                           "' among its keys");
   }
 }
-
-// The index of a child's parent node. Children visited in path order mostly share the previous one's
-// parent, so that is compared first and the binary search over all nodes is the exception.
-class ParentFinder {
- public:
-  explicit ParentFinder(std::span<const NodeSpec> nodes) : nodes_(nodes) {}
-
-  std::size_t index_of(const Owner& child) {
-    const Keys parent_path = parent_of(child.path);
-    if (last_ < nodes_.size() && compare_paths(nodes_[last_].path, parent_path) == 0) return last_;
-    const NodeSpec* parent = find_node_in(nodes_, parent_path);
-    if (!parent) throw InvalidArgument(child.name() + " has no parent node " + quoted(parent_path));
-    last_ = static_cast<std::size_t>(parent - nodes_.data());
-    return last_;
-  }
-
- private:
-  std::span<const NodeSpec> nodes_;
-  std::size_t last_ = SIZE_MAX;
-};
 
 // Walking sub-nodes and leaves in path order meets each node's children in key order, so one merge of
 // the two per node sorts them without a full sort.
