@@ -42,6 +42,24 @@ class DimVector {
   using const_reverse_iterator = std::reverse_iterator<const_iterator>;
 
   DimVector() = default;
+  // Copies and moves by hand: small_vector's own make GCC 12 warn (-Wstringop-overread,
+  // -Warray-bounds) about reading the inline buffer beyond its size wherever a shape is copied or
+  // moved. The move is noexcept, so that vectors of tensors move them: only a shape of more than
+  // kInlineDims dimensions can need a new block there, and running out of memory for it ends the
+  // program.
+  DimVector(const DimVector& other) : dims_(other.begin(), other.end()) {}
+  DimVector& operator=(const DimVector& other) {
+    if (this != &other) dims_.assign(other.begin(), other.end());
+    return *this;
+  }
+  DimVector(DimVector&& other) noexcept { take(other); }
+  DimVector& operator=(DimVector&& other) noexcept {
+    if (this != &other) {
+      dims_.clear();
+      take(other);
+    }
+    return *this;
+  }
   explicit DimVector(size_type count, std::int64_t value = 0) : dims_(count, value) {}
   DimVector(std::initializer_list<std::int64_t> dims) : dims_(dims.begin(), dims.end()) {}
   template <std::input_iterator It>
@@ -116,6 +134,16 @@ class DimVector {
 
  private:
   using Storage = boost::container::small_vector<std::int64_t, kInlineDims>;
+
+  // Copies inline dimensions (no allocation); swaps a heap block. Leaves `other` empty.
+  void take(DimVector& other) noexcept {
+    if (other.size() > kInlineDims) {
+      dims_.swap(other.dims_);
+    } else {
+      for (const std::int64_t dim : other) dims_.push_back(dim);
+    }
+    other.dims_.clear();
+  }
 
   Storage::const_iterator at(const_iterator pos) const { return dims_.cbegin() + (pos - begin()); }
   iterator to_pointer(Storage::iterator it) { return data() + (it - dims_.begin()); }

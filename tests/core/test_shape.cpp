@@ -110,3 +110,19 @@ TEST_CASE("Shape works with the span-based helpers and tensor factories") {
   CHECK(wide.numel() == 8);
   CHECK(wide.at<std::int32_t>({0, 1, 0, 1, 0, 1, 0}) == 8);
 }
+
+TEST_CASE("a moved Shape keeps its dimensions, inline or on the heap, and leaves the source empty") {
+  for (const Shape& original : {Shape{3, 4}, Shape{1, 2, 3, 4, 5, 6, 7}}) {
+    Shape source = original;
+    Shape moved(std::move(source));
+    CHECK(moved == original);
+    CHECK(source.empty());  // NOLINT(bugprone-use-after-move): the state after a move is specified here
+    Shape assigned{9};
+    assigned = std::move(moved);
+    CHECK(assigned == original);
+    CHECK(moved.empty());  // NOLINT(bugprone-use-after-move)
+    // The moved-from shape is usable again.
+    moved.push_back(5);
+    CHECK(moved == Shape{5});
+  }
+}
