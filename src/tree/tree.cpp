@@ -246,15 +246,22 @@ void TensorTree::set_batch_size(Shape batch_size) {
 }
 
 std::optional<Device> TensorTree::device() const {
+  // Over the entries directly: for_each_leaf would build a Path for every leaf.
   std::optional<Device> found;
   bool mixed = false;
-  for_each_leaf([&](const Path&, const Tensor& leaf) {
-    if (!found) {
-      found = leaf.device();
-    } else if (*found != leaf.device()) {
-      mixed = true;
+  auto visit = [&](const TensorTree& node, auto& self) -> void {
+    for (const Entry& entry : node.entries_) {
+      if (mixed) return;
+      if (entry.node) {
+        self(*entry.node, self);
+      } else if (!found) {
+        found = entry.leaf.device();
+      } else if (*found != entry.leaf.device()) {
+        mixed = true;
+      }
     }
-  });
+  };
+  visit(*this, visit);
   return mixed ? std::nullopt : found;
 }
 
