@@ -19,6 +19,17 @@ constexpr std::uint64_t kMinBytesPerThread = std::uint64_t{1} << 20;
 constexpr std::uint64_t kPieceBytes = std::uint64_t{256} << 10;
 // Piece boundaries fall on multiples of this, so they never split an element (itemsize divides it).
 constexpr std::uint64_t kBoundaryAlignment = 64;
+// Small leaves live in separate allocations whose order the hardware prefetcher cannot guess: the
+// first line of the leaf this many segments ahead is requested while the current one is copied.
+constexpr std::ptrdiff_t kPrefetchAhead = 8;
+
+void prefetch_leaf(PackDirection direction, const std::byte* leaf) {
+  if (direction == PackDirection::Pack) {
+    __builtin_prefetch(leaf, 0);
+  } else {
+    __builtin_prefetch(leaf, 1);
+  }
+}
 
 void move_dense(PackDirection direction, std::byte* leaf, std::byte* buffer, std::uint64_t nbytes) {
   if (direction == PackDirection::Pack) {
@@ -76,6 +87,7 @@ void move_range(PackDirection direction, std::span<const PackSegment> segments,
   });
   std::uint64_t cursor = begin;
   for (; it != segments.end() && it->buffer_offset < end; ++it) {
+    if (segments.end() - it > kPrefetchAhead) prefetch_leaf(direction, (it + kPrefetchAhead)->leaf_data);
     const std::uint64_t lo = std::max(it->buffer_offset, begin);
     const std::uint64_t hi = std::min(it->buffer_offset + it->nbytes, end);
     if (direction == PackDirection::Pack && cursor < lo) std::memset(buffer + cursor, 0, lo - cursor);
