@@ -1,6 +1,8 @@
 // consolidate() against the floor set by memcpy: how close packing a tree comes to copying the same
-// bytes as one block, and what each leaf costs when leaves are tiny. Prints a table (or CSV) and
-// exits non-zero if a consolidated tree differs from its source.
+// bytes as one block, and what each leaf costs when leaves are tiny. consolidate_us builds a new
+// tree each time (its buffer reused); refresh_us is consolidate_into() an earlier result, the
+// steady state of a sender (walk and copy only). Prints a table (or CSV) and exits non-zero if a
+// consolidated or refreshed tree differs from its source.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -71,6 +73,14 @@ bool run_case(const TreeCase& c, Device device, int threads, bench::Table& table
   }
   const StoragePtr warm = packed.storage();
   const double t_pack = bench::time_per_call([&] { packed = tree.consolidate({.threads = threads, .reuse = warm}); });
+  const double t_refresh = bench::time_per_call([&] { tree.consolidate_into(packed, {.threads = threads}); });
+  // New values in the source: a refresh that skipped the copy would now differ.
+  tree.fill_(3);
+  tree.consolidate_into(packed, {.threads = threads});
+  if (packed.storage() != warm || !packed.equal(tree)) {
+    std::fprintf(stderr, "refreshed tree %s differs from its source or left its buffer\n", label(c).c_str());
+    return false;
+  }
 
   const auto total = static_cast<std::int64_t>(packed.schema()->total_bytes());
   const Tensor src = Tensor::full({total}, 7, {DType::UInt8, device});
@@ -85,6 +95,7 @@ bool run_case(const TreeCase& c, Device device, int threads, bench::Table& table
   table.add({device.str(), label(c), bench::fixed(total / 1048576.0, 2), bench::fixed(t_pack * 1e6, 1),
              bench::fixed(total / t_pack / 1e9, 2), bench::fixed(t_memcpy / t_pack, 2),
              bench::fixed(t_per_leaf / t_pack, 2), bench::fixed(t_pack * 1e9 / c.leaves, 1),
+             bench::fixed(t_refresh * 1e6, 1), bench::fixed(t_refresh * 1e9 / c.leaves, 1),
              bench::fixed(t_encode * 1e6, 1), bench::fixed(t_decode * 1e6, 1)});
   return true;
 }
@@ -109,7 +120,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   bench::Table table({"device", "tree", "MiB", "consolidate_us", "GB/s", "vs_memcpy", "vs_copy_per_leaf",
-                      "ns/leaf", "encode_us", "decode_us"},
+                      "ns/leaf", "refresh_us", "refresh_ns/leaf", "encode_us", "decode_us"},
                      csv);
   bool ok = true;
   for (int i = 0; i < max_cases && i < static_cast<int>(kCases.size()); ++i) {

@@ -274,6 +274,13 @@ class TT_API TensorTree {
   const StoragePtr& storage() const { return storage_; }
   const std::shared_ptr<const Schema>& schema() const { return schema_; }
   TensorTree consolidate(const ConsolidateOptions& options = {}) const;
+  // consolidate() for a sender that packs trees of one structure again and again. When `target` is
+  // consolidated with this tree's layout on the device it asks for (an earlier result of
+  // consolidate() or consolidate_into(), say) and no leaf of this tree views its buffer, this tree's
+  // bytes are copied into that buffer and nothing else is built: the leaves of `target`, and every
+  // other view of its buffer, see the new values. Otherwise `target` becomes consolidate(options)
+  // (options.reuse is used only then).
+  void consolidate_into(TensorTree& target, const ConsolidateOptions& options = {}) const;
   // A tree whose leaves view `storage` as `schema` lays it out: no copy. InvalidArgument when the
   // storage is smaller than the schema's total_bytes or on another kind of device.
   static TensorTree from_consolidated(StoragePtr storage, std::shared_ptr<const Schema> schema);

@@ -1,6 +1,8 @@
 // consolidate(), from_consolidated() and unpack_from(): moving a tree's leaves into one buffer
 // laid out by its Schema, and back.
+#include <algorithm>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -75,14 +77,16 @@ using detail::PackDirection;
 using detail::PackSegment;
 using detail::StridedView;
 
-// The one device every leaf is on (the CPU for a tree without leaves).
-Device leaves_device(const detail::TreeWalk& walk) {
+// The one device every leaf is on (the CPU for a tree without leaves); NotSupported naming `op`.
+Device leaves_device(const detail::TreeWalk& walk, std::string_view op) {
   if (walk.leaves.empty()) return Device::cpu();
-  const Device device = walk.leaves.front()->device();
-  for (const Tensor* leaf : walk.leaves) {
-    if (leaf->device() != device) {
-      throw NotSupported("consolidate needs every leaf on one device; found " + device.str() + " and " +
-                         leaf->device().str());
+  const Device device = walk.leaves.front().device;
+  for (const detail::WalkedLeaf& leaf : walk.leaves) {
+    if (leaf.device != device) {
+      std::string message(op);
+      message += ": the tree's leaves are on more than one device (" + device.str() + " and " +
+                 leaf.device.str() + "); move them to one with to()";
+      throw NotSupported(message);
     }
   }
   return device;
@@ -100,13 +104,12 @@ const Segments& segments_for(const detail::TreeWalk& walk, const detail::LayoutP
   out.segments.clear();
   out.strided.clear();
   for (const std::uint32_t i : plan.layout_order) {
-    const Tensor& leaf = *walk.leaves[i];
-    PackSegment segment{static_cast<std::byte*>(leaf.data_ptr()), plan.offsets[i], leaf.nbytes(), -1,
-                        static_cast<std::uint32_t>(leaf.itemsize())};
-    if (segment.nbytes == 0) continue;
-    if (!leaf.is_contiguous()) {
+    const detail::WalkedLeaf& leaf = walk.leaves[i];
+    if (leaf.nbytes == 0) continue;
+    PackSegment segment{leaf.data, plan.offsets[i], leaf.nbytes, -1, leaf.itemsize};
+    if (!leaf.contiguous) {
       segment.strided_index = static_cast<std::int32_t>(out.strided.size());
-      out.strided.push_back(detail::strided_view_of(leaf));
+      out.strided.push_back(detail::strided_view_of(*leaf.tensor));
     }
     out.segments.push_back(segment);
   }
@@ -122,43 +125,92 @@ void move_segments(PackDirection direction, const Segments& s, const Storage& bu
   }
 }
 
+// Packs where the leaves are (on `source`) and, when `buffer` is elsewhere, moves the whole
+// payload across in one copy.
+void pack_segments(const Segments& segments, Device source, const Storage& buffer, std::uint64_t total, int threads) {
+  if (buffer.device() == source) {
+    move_segments(PackDirection::Pack, segments, buffer, total, threads);
+    return;
+  }
+  const StoragePtr staged = Storage::allocate(total, source, source.is_cpu() && buffer.device().is_cuda());
+  move_segments(PackDirection::Pack, segments, *staged, total, threads);
+  cuda::copy_bytes(buffer.data(), staged->data(), total);
+}
+
 bool reusable(const StoragePtr& reuse, Device target, std::uint64_t total_bytes) {
   return reuse && reuse->device() == target && reuse->nbytes() >= total_bytes;
+}
+
+// True when a leaf of the walk views `storage`: packing into it in place could then overwrite
+// bytes before they are read.
+bool any_leaf_views(const detail::TreeWalk& walk, const Storage* storage) {
+  return std::any_of(walk.leaves.begin(), walk.leaves.end(),
+                     [storage](const detail::WalkedLeaf& leaf) { return leaf.storage == storage; });
+}
+
+// `target` can take the walked tree's bytes in place: it is a consolidated tree of the same layout
+// in a buffer on `device` that no leaf of the source views.
+bool refreshable(const TensorTree& target, const detail::LayoutPlan& plan, Device device,
+                 const ConsolidateOptions& options, const detail::TreeWalk& walk) {
+  if (!target.is_consolidated()) return false;
+  const Schema& have = *target.schema();
+  const Schema& want = *plan.schema;
+  if (&have != &want && have.fingerprint() != want.fingerprint()) return false;
+  const Storage& buffer = *target.storage();
+  if (buffer.device() != device || (options.pinned && !buffer.is_pinned())) return false;
+  return !any_leaf_views(walk, &buffer);
+}
+
+TensorTree consolidated_tree(const TensorTree& tree, const detail::WalkedTree& walked, const ConsolidateOptions& options) {
+  detail::PackedTree packed = detail::pack_walked(walked, options);
+  TensorTree result = detail::ConsolidationAccess::views_like(tree, packed.storage, packed.plan->offsets);
+  detail::ConsolidationAccess::attach(result, std::move(packed.storage), packed.plan->schema);
+  return result;
 }
 
 }  // namespace
 
 namespace detail {
 
-PackedTree pack_tree(const TensorTree& tree, const ConsolidateOptions& options) {
+WalkedTree walk_for_packing(const TensorTree& tree, const ConsolidateOptions& options, std::string_view op) {
   const TreeWalk& walk = walk_tree(tree);
-  const Device source = leaves_device(walk);
+  const Device source = leaves_device(walk, op);
   const Device target = resolve_device(options.device.value_or(source));
-  auto plan = layout_plan_for(tree, walk, target.type());
-  const std::uint64_t total = plan->schema->total_bytes();
+  return {walk, source, target, layout_plan_for(tree, walk, target.type())};
+}
 
-  StoragePtr storage = reusable(options.reuse, target, total)
+PackedTree pack_walked(const WalkedTree& walked, const ConsolidateOptions& options) {
+  const std::uint64_t total = walked.plan->schema->total_bytes();
+  StoragePtr storage = reusable(options.reuse, walked.target, total)
                            ? options.reuse
-                           : Storage::allocate(total + kWireHeaderBytes, target, options.pinned && target.is_cpu());
-  const Segments& segments = segments_for(walk, *plan);
-  if (source == target) {
-    move_segments(PackDirection::Pack, segments, *storage, total, options.threads);
-  } else {
-    // Pack where the leaves are, then move the whole buffer across in one copy.
-    const StoragePtr staged = Storage::allocate(total, source, source.is_cpu() && target.is_cuda());
-    move_segments(PackDirection::Pack, segments, *staged, total, options.threads);
-    cuda::copy_bytes(storage->data(), staged->data(), total);
-  }
-  return {std::move(storage), std::move(plan)};
+                           : Storage::allocate(total + kWireHeaderBytes, walked.target,
+                                               options.pinned && walked.target.is_cpu());
+  pack_segments(segments_for(walked.walk, *walked.plan), walked.source, *storage, total, options.threads);
+  return {std::move(storage), walked.plan};
+}
+
+PackedTree pack_tree(const TensorTree& tree, const ConsolidateOptions& options) {
+  return pack_walked(walk_for_packing(tree, options, "consolidate"), options);
 }
 
 }  // namespace detail
 
 TensorTree TensorTree::consolidate(const ConsolidateOptions& options) const {
-  detail::PackedTree packed = detail::pack_tree(*this, options);
-  TensorTree result = detail::ConsolidationAccess::views_like(*this, packed.storage, packed.plan->offsets);
-  detail::ConsolidationAccess::attach(result, std::move(packed.storage), packed.plan->schema);
-  return result;
+  return consolidated_tree(*this, detail::walk_for_packing(*this, options, "consolidate"), options);
+}
+
+void TensorTree::consolidate_into(TensorTree& target, const ConsolidateOptions& options) const {
+  if (&target == this) {
+    target = consolidate(options);
+    return;
+  }
+  const detail::WalkedTree walked = detail::walk_for_packing(*this, options, "consolidate_into");
+  if (refreshable(target, *walked.plan, walked.target, options, walked.walk)) {
+    pack_segments(segments_for(walked.walk, *walked.plan), walked.source, *target.storage(),
+                  walked.plan->schema->total_bytes(), options.threads);
+    return;
+  }
+  target = consolidated_tree(*this, walked, options);
 }
 
 TensorTree TensorTree::from_consolidated(StoragePtr storage, std::shared_ptr<const Schema> schema) {
@@ -189,7 +241,7 @@ void TensorTree::unpack_from(const Storage& buffer, const Schema& schema, int th
     throw InvalidArgument("unpack_from: the schema lays out " + std::to_string(schema.total_bytes()) +
                           " bytes but the buffer holds " + std::to_string(buffer.nbytes()));
   }
-  const Device leaves = leaves_device(walk);
+  const Device leaves = leaves_device(walk, "unpack_from");
   const Segments& segments = segments_for(walk, *plan);
   if (buffer.device() == leaves || walk.leaves.empty()) {
     move_segments(PackDirection::Unpack, segments, buffer, schema.total_bytes(), threads);

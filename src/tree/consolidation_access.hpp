@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tree/layout_plan.hpp"
@@ -24,6 +25,19 @@ struct PackedTree {
 };
 PackedTree pack_tree(const TensorTree& tree, const ConsolidateOptions& options);
 
+// pack_tree() in two halves, for a caller that needs the layout before it has a buffer (a send
+// packs into a pooled buffer of the payload's size), with one walk for both. The walk is this
+// thread's (walk_tree()): pack before the thread walks another tree. NotSupported naming `op`
+// when the leaves are on more than one device.
+struct WalkedTree {
+  const TreeWalk& walk;
+  Device source;  // the leaves' device (the CPU for a tree without leaves)
+  Device target;  // where the buffer goes: options.device, else `source`
+  std::shared_ptr<const LayoutPlan> plan;
+};
+WalkedTree walk_for_packing(const TensorTree& tree, const ConsolidateOptions& options, std::string_view op);
+PackedTree pack_walked(const WalkedTree& walked, const ConsolidateOptions& options);
+
 struct ConsolidationAccess {
   // Appends `node`'s structure to walk.structure and its leaves to walk.leaves, depth first.
   static void describe(const TensorTree& node, TreeWalk& walk);
@@ -40,6 +54,7 @@ struct ConsolidationAccess {
   }
 
  private:
+  static void prefetch_storage(const std::vector<TensorTree::Entry>& entries, std::size_t i);
   static void copy_views(const TensorTree& source, TensorTree& target, const StoragePtr& storage,
                          std::span<const std::uint64_t> offsets, std::size_t& next_leaf);
   static void fill_from_schema(const Schema& schema, const NodeSpec& spec, TensorTree& target,

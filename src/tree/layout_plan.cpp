@@ -15,6 +15,9 @@ namespace {
 
 constexpr std::uint8_t kNodeMarker = 0xff;  // never a DType value
 constexpr std::size_t kCachedPlans = 64;
+// Each leaf's Storage is a separate allocation: the walk asks for the one this many entries ahead
+// while it describes the current entry, so that reading data pointers does not stall on each.
+constexpr std::size_t kPrefetchAhead = 4;
 
 template <class T>
 void put(std::string& out, T value) {
@@ -88,10 +91,19 @@ std::shared_ptr<const LayoutPlan> make_plan(const TensorTree& tree, const TreeWa
 
 }  // namespace
 
+void ConsolidationAccess::prefetch_storage(const std::vector<TensorTree::Entry>& entries, std::size_t i) {
+  if (i < entries.size() && !entries[i].node && entries[i].leaf.defined()) {
+    __builtin_prefetch(entries[i].leaf.storage().get());
+  }
+}
+
 void ConsolidationAccess::describe(const TensorTree& node, TreeWalk& walk) {
   put_shape(walk.structure, node.batch_size_);
   put(walk.structure, static_cast<std::uint64_t>(node.entries_.size()));
-  for (const TensorTree::Entry& entry : node.entries_) {
+  const std::size_t count = node.entries_.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    const TensorTree::Entry& entry = node.entries_[i];
+    prefetch_storage(node.entries_, i + kPrefetchAhead);
     put(walk.structure, static_cast<std::uint32_t>(entry.key.size()));
     walk.structure += entry.key;
     if (entry.node) {
@@ -100,7 +112,9 @@ void ConsolidationAccess::describe(const TensorTree& node, TreeWalk& walk) {
     } else {
       put(walk.structure, static_cast<std::uint8_t>(entry.leaf.dtype()));
       put_shape(walk.structure, entry.leaf.shape());
-      walk.leaves.push_back(&entry.leaf);
+      const Tensor& leaf = entry.leaf;
+      walk.leaves.push_back({&leaf, leaf.storage().get(), static_cast<std::byte*>(leaf.data_ptr()), leaf.nbytes(),
+                             static_cast<std::uint32_t>(leaf.itemsize()), leaf.device(), leaf.is_contiguous()});
     }
   }
 }

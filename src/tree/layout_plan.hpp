@@ -13,11 +13,23 @@
 
 namespace tensortree::detail {
 
+// What packing needs of one leaf, read when the walk visits it: each leaf (and its Storage) is
+// then visited once per pack, not once for the structure and again for the copy.
+struct WalkedLeaf {
+  const Tensor* tensor;
+  const Storage* storage;
+  std::byte* data;  // element 0
+  std::uint64_t nbytes;
+  std::uint32_t itemsize;
+  Device device;
+  bool contiguous;
+};
+
 // What a walk over a tree learns: an exact byte description of its structure (keys, batch sizes,
 // dtypes, shapes, in insertion order) and its leaves in the same order.
 struct TreeWalk {
   std::string structure;
-  std::vector<const Tensor*> leaves;
+  std::vector<WalkedLeaf> leaves;
 };
 
 struct LayoutPlan {

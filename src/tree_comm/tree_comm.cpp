@@ -106,11 +106,11 @@ WorkPtr TensorTree::isend(int dst, const Group& group, const CommOptions& option
   constexpr std::string_view op = "send";
   check_peer(dst, "dst", group, op, false);
   dist::detail::check_tag(options.tag, "tag", op);
-  const Device device = detail::device_of(*this, op);
   if (options.mode == TransferMode::PerLeaf) {
-    return post_per_leaf(*this, device, P2POp::Kind::Send, dst, group, options.tag);
+    return post_per_leaf(*this, detail::device_of(*this, op), P2POp::Kind::Send, dst, group, options.tag);
   }
-  return post_consolidated(detail::pack_for_wire(*this, device, kWireHeaderBytes, group), device, dst, group, options.tag);
+  const Outgoing out = detail::pack_for_wire(*this, op, kWireHeaderBytes, group);
+  return post_consolidated(out, out.device, dst, group, options.tag);
 }
 
 void TensorTree::send(int dst, const Group& group, const CommOptions& options) const {
@@ -145,12 +145,11 @@ void TensorTree::init_remote(int dst, const Group& group, const CommOptions& opt
   constexpr std::string_view op = "init_remote";
   check_peer(dst, "dst", group, op, false);
   dist::detail::check_tag(options.tag, "tag", op);
-  const Device device = detail::device_of(*this, op);
-  const Outgoing out = detail::pack_for_wire(*this, device, kWireHeaderBytes, group);
+  const Outgoing out = detail::pack_for_wire(*this, op, kWireHeaderBytes, group);
   // The schema first: the receiver learns from it how long the data message is.
   const WorkPtr schema_sent =
       dist::detail::metadata_backend(group).send(bytes_tensor(out.schema->encode()), dst, options.tag);
-  const WorkPtr data_sent = post_consolidated(out, device, dst, group, options.tag);
+  const WorkPtr data_sent = post_consolidated(out, out.device, dst, group, options.tag);
   schema_sent->wait();
   data_sent->wait();
 }

@@ -37,8 +37,12 @@ TreeLayout layout_of(const TensorTree& tree, Device device);
 struct Outgoing {
   StoragePtr buffer;
   std::shared_ptr<const Schema> schema;
+  Device device;  // the buffer's
 };
 Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room, const Group& group);
+// The same on the leaves' device, found by the walk that packs them (one walk per send);
+// NotSupported naming `op` when the leaves are on more than one device.
+Outgoing pack_for_wire(const TensorTree& tree, std::string_view op, std::size_t room, const Group& group);
 
 // Moves a checked payload (bytes [0, schema.total_bytes()) of `arrived`) into `tree`, whose layout
 // is `schema`: by exchanging buffers when both are the library's (no copy), by one copy into a

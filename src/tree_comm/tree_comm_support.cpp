@@ -25,6 +25,16 @@ Device device_of(const TensorTree& tree, std::string_view op) {
   return Device::cpu();
 }
 
+namespace {
+
+Outgoing pack_walked_for_wire(const WalkedTree& walked, std::size_t room, const Group& group) {
+  const StoragePtr spare = spare_buffer(group, walked.plan->schema->total_bytes() + room, walked.target);
+  PackedTree packed = pack_walked(walked, {.device = walked.target, .reuse = spare});
+  return {std::move(packed.storage), packed.plan->schema, walked.target};
+}
+
+}  // namespace
+
 TreeLayout layout_of(const TensorTree& tree, Device device) {
   if (tree.is_consolidated()) return {tree.schema(), tree.storage()};
   return {layout_plan_for(tree, walk_tree(tree), device.type())->schema, nullptr};
@@ -35,13 +45,16 @@ Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room, 
     const StoragePtr& own = tree.storage();
     if (own->kind() != MemoryKind::Foreign && own->device() == device &&
         own->nbytes() >= tree.schema()->total_bytes() + room) {
-      return {own, tree.schema()};
+      return {own, tree.schema(), device};
     }
   }
-  const std::shared_ptr<const Schema> schema = layout_of(tree, device).schema;
-  const StoragePtr spare = spare_buffer(group, schema->total_bytes() + room, device);
-  PackedTree packed = pack_tree(tree, {.device = device, .reuse = spare});
-  return {std::move(packed.storage), std::move(packed.plan->schema)};
+  return pack_walked_for_wire(walk_for_packing(tree, {.device = device}, "send"), room, group);
+}
+
+Outgoing pack_for_wire(const TensorTree& tree, std::string_view op, std::size_t room, const Group& group) {
+  if (tree.is_consolidated()) return pack_for_wire(tree, tree.storage()->device(), room, group);
+  // One walk finds the leaves' device and the layout and then packs.
+  return pack_walked_for_wire(walk_for_packing(tree, {}, op), room, group);
 }
 
 void take_payload(const TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads) {
