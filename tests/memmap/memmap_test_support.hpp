@@ -90,4 +90,11 @@ inline void write_text(const fs::path& file, const std::string& text) {
   out << text;
 }
 
+// "<prefix><n>", spelled out because GCC 12 warns (-Wrestrict, wrongly) on a literal + std::to_string.
+inline std::string numbered(const char* prefix, int n) {
+  std::string out(prefix);
+  out += std::to_string(n);
+  return out;
+}
+
 }  // namespace memmap_test

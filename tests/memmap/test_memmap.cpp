@@ -301,17 +301,6 @@ TEST_CASE("the overwrite policy refuses, replaces, and never deletes foreign fil
   CHECK(fs::exists(scratch / "made_by_mkdtemp" / "z.memmap"));
 }
 
-namespace {
-
-// "<prefix><n>", spelled out because GCC 12 warns (-Wrestrict, wrongly) on a literal + std::to_string.
-std::string numbered(const char* prefix, int n) {
-  std::string out(prefix);
-  out += std::to_string(n);
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("replacing a tree of hundreds of leaves leaves exactly the new tree, durable or not") {
   const ScratchDir scratch;
   const auto many = [](int seed, int leaves) {

@@ -10,17 +10,6 @@
 using namespace tensortree;
 using namespace memmap_test;
 
-namespace {
-
-// "<prefix><n>", spelled out because GCC 12 warns (-Wrestrict, wrongly) on a literal + std::to_string.
-std::string numbered(const char* prefix, int n) {
-  std::string out(prefix);
-  out += std::to_string(n);
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("remove_tree removes hundreds of files in nested directories and does not follow links") {
   const ScratchDir scratch;
   const fs::path tree = scratch / "tree";
