@@ -364,8 +364,6 @@ TEST_CASE("a Work outlives the backend that returned it and still completes") {
   require_values(output, expected);
 }
 
-#endif  // TT_HAVE_NCCL && TT_HAVE_MPI
-
 TEST_CASE("an aborted NCCL backend refuses every later operation, naming the reason") {
   const auto nccl = world_of_one();
   Tensor values = host_values(DType::Float32, kSmall).to(kGpu);
@@ -378,3 +376,5 @@ TEST_CASE("an aborted NCCL backend refuses every later operation, naming the rea
     CHECK_THAT(error.what(), Catch::Matchers::Contains("peer 3 is gone"));
   }
 }
+
+#endif  // TT_HAVE_NCCL && TT_HAVE_MPI
