@@ -35,7 +35,7 @@ WorkPtr reduce_buckets(const TensorTree& tree, const Group& group, ReduceOp op, 
                        std::string_view name) {
   dist::detail::check_member(group, name);
   // The name tells a tree's reduction from dist's: each dtype bucket's own call is checked again.
-  const std::string tree_op = "tree " + std::string(name);
+  const std::string_view tree_op = dst ? "tree reduce" : "tree all_reduce";
   dist::detail::check_collective({.op = tree_op, .root = dst.value_or(-1), .reduction = op}, group, [&] {
     if (dst) dist::detail::check_rank(*dst, "dst", group, name);
   });
