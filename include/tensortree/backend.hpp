@@ -11,7 +11,9 @@
 // - an operation this backend lacks throws NotSupported("<backend> does not support <op>").
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,6 +42,10 @@ struct ReceivedMessage {
   Tensor bytes;
   int source = -1;
 };
+
+// Where a matched message goes (Backend::recv_matched): given its sender (a group rank) and length,
+// a 1-D uint8 host tensor of exactly `bytes` to receive it into. Throws to refuse the message.
+using ChooseDestination = std::function<Tensor(int source, std::uint64_t bytes)>;
 
 // What a backend can do, for code that must choose (never compare backend names).
 struct BackendCapabilities {
@@ -82,6 +88,15 @@ class TT_API Backend {
   // Blocks until a message from `src` (may be kAnySource) has arrived, then receives it whole into
   // a host buffer of its length (MPI probes it first). For messages that announce what follows.
   virtual ReceivedMessage recv_message(int src, int tag);
+  // The nonblocking recv_message: matches the next message from `src` (may be kAnySource), bounds
+  // its length by the group's max_message_bytes, asks `choose` where it goes, and receives it
+  // there. Work::source_rank() says who sent. For receives whose sender decides the form of the
+  // message (the node-local transport's frames next to plain messages from other nodes).
+  virtual WorkPtr recv_matched(int src, int tag, ChooseDestination choose);
+  // Memory on `device` for a buffer this backend will send from, in the form it moves fastest (a
+  // node-local transport sends from its shared memory without copying it). The default allocates
+  // ordinary memory.
+  virtual std::shared_ptr<Storage> allocate_message_buffer(std::size_t nbytes, Device device);
   // Every operation posted at once; completes when all have.
   virtual WorkPtr batch_p2p(std::span<const P2POp> ops);
   virtual WorkPtr barrier();

@@ -20,13 +20,24 @@ class GroupState;
 class GroupAccess;
 }  // namespace detail
 
+// What carries a group's host tensors between two members. Collectives always go over MPI.
+enum class HostTransport : unsigned char {
+  // Shared memory between members on one node whose processes can map each other's memory, MPI
+  // between the others.
+  Auto,
+  Mpi,           // MPI for every pair, as between separate hosts (the TCP test run forces it)
+  SharedMemory,  // as Auto, but InvalidArgument where two members on one node cannot map each other's memory
+};
+
 // What carries a group's CUDA tensors.
 enum class CudaTransport : unsigned char {
-  // NCCL where it can serve the group (built in, every member bound to a GPU of its own), staging
-  // through pinned host memory over MPI otherwise (NCCL refuses two ranks on one GPU).
+  // Collectives: NCCL where it can serve the group (built in, every member bound to a GPU of its
+  // own), staging through pinned host memory over MPI otherwise (NCCL refuses two ranks on one
+  // GPU). Point to point: CUDA IPC between members bound to one GPU, the collectives' transport
+  // between the others.
   Auto,
   Nccl,    // NCCL or InvalidArgument, on every member, when the group's first CUDA transfer needs it
-  Staged,  // pinned host memory over MPI, even where NCCL could serve
+  Staged,  // pinned host memory over MPI for everything, even where NCCL or CUDA IPC could serve
 };
 
 // What a group's operations default to.
@@ -52,15 +63,16 @@ struct TT_API GroupOptions {
   // must agree on it. TENSORTREE_DISTRIBUTED_DEBUG=DETAIL turns it on for every group as well.
   bool debug_checks = false;
 
-  // See CudaTransport. Every member of a group must pass the same. Group::transport(peer,
-  // device).name() tells which one serves.
+  // See HostTransport and CudaTransport. Every member of a group must pass the same.
+  // Group::transport(peer, device).name() tells which one serves a peer.
+  HostTransport host_transport = HostTransport::Auto;
   CudaTransport cuda_transport = CudaTransport::Auto;
 
   // The defaults, with `timeout` taken from TENSORTREE_TIMEOUT_MS where that is set (a positive
   // number of milliseconds), `max_message_bytes` from TENSORTREE_MAX_MESSAGE_BYTES (a positive
-  // number of bytes), `debug_checks` from TENSORTREE_DISTRIBUTED_DEBUG (OFF, INFO or DETAIL) and
-  // `cuda_transport` from TENSORTREE_CUDA_TRANSPORT (auto, nccl or staged); anything else is
-  // InvalidArgument.
+  // number of bytes), `debug_checks` from TENSORTREE_DISTRIBUTED_DEBUG (OFF, INFO or DETAIL),
+  // `host_transport` from TENSORTREE_HOST_TRANSPORT (auto, mpi or shm) and `cuda_transport` from
+  // TENSORTREE_CUDA_TRANSPORT (auto, nccl or staged); anything else is InvalidArgument.
   static GroupOptions from_environment();
 };
 

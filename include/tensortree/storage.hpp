@@ -18,6 +18,7 @@ enum class MemoryKind : unsigned char {
   Host,        // pageable host memory, 64-byte aligned
   PinnedHost,  // page-locked host memory (cudaHostAlloc), for fast and async GPU transfers
   Device,      // CUDA device memory
+  SharedHost,  // host memory in an anonymous memfd that other processes can map (allocate_shared)
   Foreign,     // adopted from another owner; released through its deleter
 };
 
@@ -45,7 +46,8 @@ class TT_API Storage {
   // ---- memory other processes can map (storage_shared.cpp) ---------------------------------
   // `nbytes` of zero-filled host memory in an anonymous memfd, mapped MAP_SHARED: a forked child
   // shares it, and another process maps the same pages from shared_fd() (received over a Unix
-  // socket or opened as /proc/<pid>/fd/<fd>). BackendError naming the failing call otherwise.
+  // socket or opened as /proc/<pid>/fd/<fd>). The file is sealed at that size, so a process that
+  // maps it can trust its length. BackendError naming the failing call otherwise.
   static std::shared_ptr<Storage> allocate_shared(std::size_t nbytes);
   // Maps the whole of the shared-memory file `fd` read-write (the storage keeps its own duplicate
   // of `fd`; the caller still owns and closes its own).

@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "tensortree/export.hpp"
 
@@ -45,6 +46,9 @@ class TT_API Work {
   // The chaining form: after `first` succeeded, `next` starts a second operation (e.g. shapes, then
   // data); the returned Work completes when that one has. `next` may return null (nothing more).
   static std::shared_ptr<Work> chain(std::shared_ptr<Work> first, std::function<std::shared_ptr<Work>()> next);
+  // Completes when every one of `works` has (posted together: a batch served by several
+  // transports); the first error, in order, is its error. source_rank() is the first one's.
+  static std::shared_ptr<Work> all(std::vector<std::shared_ptr<Work>> works);
 
  protected:
   // Non-blocking progress: true once the transfer has finished. May throw.

@@ -24,6 +24,10 @@ WorkPtr Backend::all_to_all(const Tensor&, const Tensor&, std::span<const std::i
 WorkPtr Backend::send(const Tensor&, int, int) { unsupported("send"); }
 WorkPtr Backend::recv(const Tensor&, int, int) { unsupported("recv"); }
 ReceivedMessage Backend::recv_message(int, int) { unsupported("recv_message"); }
+WorkPtr Backend::recv_matched(int, int, ChooseDestination) { unsupported("recv_matched"); }
+StoragePtr Backend::allocate_message_buffer(std::size_t nbytes, Device device) {
+  return Storage::allocate(nbytes, device);
+}
 WorkPtr Backend::batch_p2p(std::span<const P2POp>) { unsupported("batch_p2p"); }
 WorkPtr Backend::barrier() { unsupported("barrier"); }
 void Backend::abort(const std::string&) {}

@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "comm/collective_check.hpp"
@@ -32,15 +34,20 @@ std::optional<std::uint64_t> positive_from_environment(const char* name, const c
   return value;
 }
 
-// TENSORTREE_CUDA_TRANSPORT: auto, nccl or staged; unset or empty is auto.
-CudaTransport cuda_transport_from_environment() {
-  const char* text = std::getenv("TENSORTREE_CUDA_TRANSPORT");
-  if (!text || !*text) return CudaTransport::Auto;
-  const std::string value = text;
-  if (value == "auto") return CudaTransport::Auto;
-  if (value == "nccl") return CudaTransport::Nccl;
-  if (value == "staged") return CudaTransport::Staged;
-  throw InvalidArgument("TENSORTREE_CUDA_TRANSPORT must be auto, nccl or staged, got '" + value + "'");
+// The value of environment variable `name` among `choices` (name, value); unset or empty is
+// `fallback`, anything else InvalidArgument listing the names.
+template <class Enum>
+Enum choice_from_environment(const char* name, std::initializer_list<std::pair<std::string_view, Enum>> choices,
+                             Enum fallback) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  std::string names;
+  for (const auto& [choice, value] : choices) {
+    if (choice == text) return value;
+    names += names.empty() ? "" : ", ";
+    names += choice;
+  }
+  throw InvalidArgument(std::string(name) + " must be one of " + names + ", got '" + text + "'");
 }
 
 }  // namespace
@@ -54,7 +61,14 @@ GroupOptions GroupOptions::from_environment() {
     options.max_message_bytes = *bytes;
   }
   options.debug_checks = dist::detail::debug_setting_from_environment();
-  options.cuda_transport = cuda_transport_from_environment();
+  options.host_transport = choice_from_environment(
+      "TENSORTREE_HOST_TRANSPORT",
+      {{"auto", HostTransport::Auto}, {"mpi", HostTransport::Mpi}, {"shm", HostTransport::SharedMemory}},
+      HostTransport::Auto);
+  options.cuda_transport = choice_from_environment(
+      "TENSORTREE_CUDA_TRANSPORT",
+      {{"auto", CudaTransport::Auto}, {"nccl", CudaTransport::Nccl}, {"staged", CudaTransport::Staged}},
+      CudaTransport::Auto);
   return options;
 }
 

@@ -38,6 +38,13 @@ GroupState::GroupState(std::unique_ptr<Bootstrap> bootstrap, std::shared_ptr<Tra
   }
   rank_ = bootstrap_->rank();
   placements_ = decode_placements(bootstrap_->all_gather(encode_placement(this_placement())));
+  mappable_.assign(placements_.size(), 0);
+  // Decided alike everywhere: every member holds the same placements.
+  if (any_shared_node(placements_)) {
+    const std::vector<std::uint8_t> mine = probe_peers(placements_, rank_);
+    const std::vector<std::byte> gathered = bootstrap_->all_gather(std::as_bytes(std::span(mine)));
+    mappable_ = mutually_mappable(gathered, rank_, size());
+  }
 }
 
 GroupState::GroupState(std::vector<int> world_ranks, GroupOptions options)

@@ -63,6 +63,9 @@ class GroupState {
   const GroupOptions& options() const { return options_; }
   // Where each member runs, by group rank (empty for a non-member).
   const std::vector<RankPlacement>& placements() const { return placements_; }
+  // By group rank: 1 where this member and that one can map each other's shared memory (members of
+  // one node whose probes mapped both ways), 0 elsewhere (empty for a non-member).
+  const std::vector<std::uint8_t>& mappable() const { return mappable_; }
 
   // InvalidArgument for a non-member.
   Bootstrap& bootstrap();
@@ -100,6 +103,7 @@ class GroupState {
   GroupOptions options_;
   int rank_ = -1;
   std::vector<RankPlacement> placements_;
+  std::vector<std::uint8_t> mappable_;
   // Recursive: a factory may build one transport over another of the same group (staging CUDA
   // tensors over the group's host transport).
   std::recursive_mutex transports_mutex_;

@@ -14,8 +14,6 @@ namespace tensortree::detail {
 
 namespace {
 
-constexpr std::size_t kPlacementBytes = 32;
-
 std::string host_name() {
   char name[HOST_NAME_MAX + 1] = {};
   if (gethostname(name, sizeof name - 1) != 0) return "unknown host";
@@ -31,13 +29,17 @@ struct SharedGpu {
 SharedGpu first_shared_gpu(std::span<const RankPlacement> members) {
   for (std::size_t a = 0; a < members.size(); ++a) {
     for (std::size_t b = a + 1; b < members.size(); ++b) {
-      if (members[a].has_gpu && members[a] == members[b]) return {static_cast<int>(a), static_cast<int>(b)};
+      if (share_gpu(members[a], members[b])) return {static_cast<int>(a), static_cast<int>(b)};
     }
   }
   return {};
 }
 
 }  // namespace
+
+bool share_gpu(const RankPlacement& a, const RankPlacement& b) {
+  return a.has_gpu && b.has_gpu && a.node == b.node && a.gpu == b.gpu;
+}
 
 RankPlacement this_placement() {
   RankPlacement placement;
@@ -46,14 +48,19 @@ RankPlacement this_placement() {
     placement.gpu = cuda::device_uuid(cuda::current_device());
     placement.has_gpu = true;
   }
+  placement.probe = probe_address();
   return placement;
 }
 
-std::array<std::byte, 32> encode_placement(const RankPlacement& placement) {
+// node 0..8, gpu 8..24, has_gpu 24, probe pid 28..32, fd 32..36, inode 40..48.
+std::array<std::byte, kPlacementBytes> encode_placement(const RankPlacement& placement) {
   std::array<std::byte, kPlacementBytes> bytes{};
   std::memcpy(bytes.data(), &placement.node, sizeof placement.node);
   std::memcpy(bytes.data() + 8, placement.gpu.data(), placement.gpu.size());
   bytes[24] = std::byte{placement.has_gpu ? std::uint8_t{1} : std::uint8_t{0}};
+  std::memcpy(bytes.data() + 28, &placement.probe.pid, 4);
+  std::memcpy(bytes.data() + 32, &placement.probe.fd, 4);
+  std::memcpy(bytes.data() + 40, &placement.probe.inode, 8);
   return bytes;
 }
 
@@ -70,8 +77,44 @@ std::vector<RankPlacement> decode_placements(std::span<const std::byte> bytes) {
     const auto flag = std::to_integer<std::uint8_t>(record[24]);
     if (flag > 1) throw CorruptData("placement of rank " + std::to_string(i) + ": a GPU flag of " + std::to_string(flag));
     placements[i].has_gpu = flag == 1;
+    std::memcpy(&placements[i].probe.pid, record + 28, 4);
+    std::memcpy(&placements[i].probe.fd, record + 32, 4);
+    std::memcpy(&placements[i].probe.inode, record + 40, 8);
   }
   return placements;
+}
+
+bool any_shared_node(std::span<const RankPlacement> members) {
+  std::vector<std::uint64_t> nodes;
+  for (const RankPlacement& member : members) nodes.push_back(member.node);
+  std::sort(nodes.begin(), nodes.end());
+  return std::adjacent_find(nodes.begin(), nodes.end()) != nodes.end();
+}
+
+std::vector<std::uint8_t> probe_peers(std::span<const RankPlacement> members, int rank) {
+  std::vector<std::uint8_t> mapped(members.size(), 0);
+  const RankPlacement& me = members[static_cast<std::size_t>(rank)];
+  for (std::size_t peer = 0; peer < members.size(); ++peer) {
+    if (static_cast<int>(peer) == rank || members[peer].node != me.node) continue;
+    mapped[peer] = can_map(members[peer].probe) ? 1 : 0;
+  }
+  return mapped;
+}
+
+std::vector<std::uint8_t> mutually_mappable(std::span<const std::byte> gathered, int rank, int size) {
+  const auto n = static_cast<std::size_t>(size);
+  if (gathered.size() != n * n) {
+    throw CorruptData("shared-memory probe results of " + std::to_string(gathered.size()) + " bytes for " +
+                      std::to_string(size) + " members");
+  }
+  const auto me = static_cast<std::size_t>(rank);
+  std::vector<std::uint8_t> mutual(n, 0);
+  for (std::size_t peer = 0; peer < n; ++peer) {
+    const bool mine = gathered[me * n + peer] == std::byte{1};
+    const bool theirs = gathered[peer * n + me] == std::byte{1};
+    mutual[peer] = mine && theirs ? 1 : 0;
+  }
+  return mutual;
 }
 
 CudaTransportChoice choose_cuda_transport(std::span<const RankPlacement> members, bool nccl_built,
@@ -93,6 +136,54 @@ CudaTransportChoice choose_cuda_transport(std::span<const RankPlacement> members
     throw InvalidArgument("GroupOptions::cuda_transport asks for NCCL, but " + refusal);
   }
   return {CudaTransportKind::Staged, refusal};
+}
+
+const char* transport_name(PeerTransportKind kind) {
+  switch (kind) {
+    case PeerTransportKind::Mpi: return "mpi";
+    case PeerTransportKind::SharedMemory: return "shared memory";
+    case PeerTransportKind::Nccl: return "nccl";
+    case PeerTransportKind::Staged: return "staged";
+    case PeerTransportKind::CudaIpc: return "cuda ipc";
+  }
+  return "unknown";
+}
+
+std::vector<PeerTransportKind> choose_host_transports(std::span<const RankPlacement> members, int rank,
+                                                      std::span<const std::uint8_t> mappable,
+                                                      HostTransport preference) {
+  if (mappable.size() != members.size()) {
+    throw InvalidArgument("choose_host_transports: " + std::to_string(mappable.size()) + " mapping results for " +
+                          std::to_string(members.size()) + " members");
+  }
+  std::vector<PeerTransportKind> kinds(members.size(), PeerTransportKind::Mpi);
+  if (preference == HostTransport::Mpi) return kinds;
+  const auto me = static_cast<std::size_t>(rank);
+  for (std::size_t peer = 0; peer < members.size(); ++peer) {
+    if (peer == me || members[peer].node != members[me].node) continue;
+    if (mappable[peer] != 0) {
+      kinds[peer] = PeerTransportKind::SharedMemory;
+    } else if (preference == HostTransport::SharedMemory) {
+      throw InvalidArgument("GroupOptions::host_transport asks for shared memory, but group ranks " +
+                            std::to_string(rank) + " and " + std::to_string(peer) +
+                            " run on one node and cannot map each other's memory (/proc/<pid>/fd is not open to "
+                            "them)");
+    }
+  }
+  return kinds;
+}
+
+std::vector<PeerTransportKind> choose_cuda_transports(std::span<const RankPlacement> members, int rank,
+                                                      CudaTransportKind collectives, CudaTransport preference) {
+  const PeerTransportKind fallback =
+      collectives == CudaTransportKind::Nccl ? PeerTransportKind::Nccl : PeerTransportKind::Staged;
+  std::vector<PeerTransportKind> kinds(members.size(), fallback);
+  if (preference != CudaTransport::Auto) return kinds;
+  const auto me = static_cast<std::size_t>(rank);
+  for (std::size_t peer = 0; peer < members.size(); ++peer) {
+    if (peer != me && share_gpu(members[me], members[peer])) kinds[peer] = PeerTransportKind::CudaIpc;
+  }
+  return kinds;
 }
 
 }  // namespace tensortree::detail

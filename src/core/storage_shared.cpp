@@ -63,12 +63,18 @@ std::shared_ptr<Storage> Storage::map_shared(int fd) {
 }
 
 std::shared_ptr<Storage> Storage::allocate_shared(std::size_t nbytes) {
-  FdGuard fd(::memfd_create("tensortree-shared", MFD_CLOEXEC));
+  FdGuard fd(::memfd_create("tensortree-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (fd.get() < 0) throw_errno("memfd_create");
   if (::ftruncate(fd.get(), static_cast<off_t>(nbytes)) != 0) {
     throw_errno("ftruncate of a memfd to " + std::to_string(nbytes) + " bytes");
   }
-  return map_shared(fd.get());  // maps a duplicate; the guard closes the original
+  // A peer that maps the file reads all of it: nobody may shrink it under the mapping (SIGBUS).
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    throw_errno("sealing a memfd of " + std::to_string(nbytes) + " bytes");
+  }
+  std::shared_ptr<Storage> storage = map_shared(fd.get());  // maps a duplicate; the guard closes the original
+  storage->kind_ = MemoryKind::SharedHost;
+  return storage;
 }
 
 }  // namespace tensortree

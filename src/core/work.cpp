@@ -53,6 +53,44 @@ class ThenWork final : public Work {
 };
 
 // `first`, then the Work that `then` returns; the chain completes when the second one has.
+// Every one of several Works (Work::all).
+class AllWork final : public Work {
+ public:
+  explicit AllWork(std::vector<WorkPtr> works) : works_(std::move(works)) {}
+
+  int source_rank() const override {
+    if (works_.empty()) return Work::source_rank();
+    return works_.front()->source_rank();
+  }
+
+ protected:
+  bool test() override {
+    for (; done_ < works_.size(); ++done_) {
+      if (!works_[done_]->is_completed()) return false;
+    }
+    return true;
+  }
+  void block() override {
+    for (; done_ < works_.size(); ++done_) {
+      try {
+        works_[done_]->wait();
+      } catch (const Timeout&) {
+        throw;
+      } catch (...) {
+      }
+    }
+  }
+  void finish() override {
+    for (const WorkPtr& work : works_) {
+      if (std::exception_ptr error = work->exception()) std::rethrow_exception(error);
+    }
+  }
+
+ private:
+  std::vector<WorkPtr> works_;
+  std::size_t done_ = 0;
+};
+
 class ChainedWork final : public Work {
  public:
   ChainedWork(WorkPtr first, std::function<WorkPtr()> then) : first_(std::move(first)), then_(std::move(then)) {}
@@ -157,6 +195,13 @@ std::shared_ptr<Work> Work::then(std::shared_ptr<Work> first, std::function<void
                                  std::function<void(std::exception_ptr)> on_error) {
   if (!first) throw InvalidArgument("Work::then needs a first Work (got null)");
   return std::make_shared<ThenWork>(std::move(first), std::move(fn), std::move(on_error));
+}
+
+std::shared_ptr<Work> Work::all(std::vector<std::shared_ptr<Work>> works) {
+  for (const WorkPtr& work : works) {
+    if (!work) throw InvalidArgument("Work::all: a null Work");
+  }
+  return std::make_shared<AllWork>(std::move(works));
 }
 
 std::shared_ptr<Work> Work::chain(std::shared_ptr<Work> first, std::function<std::shared_ptr<Work>()> next) {

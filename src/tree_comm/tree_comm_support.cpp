@@ -28,7 +28,7 @@ Device device_of(const TensorTree& tree, std::string_view op) {
 namespace {
 
 Outgoing pack_walked_for_wire(const WalkedTree& walked, std::size_t room, const Group& group) {
-  const StoragePtr spare = spare_buffer(group, walked.plan->schema->total_bytes() + room, walked.target);
+  const StoragePtr spare = outgoing_buffer(group, walked.plan->schema->total_bytes() + room, walked.target);
   PackedTree packed = pack_walked(walked, {.device = walked.target, .reuse = spare});
   return {std::move(packed.storage), packed.plan->schema, walked.target};
 }
@@ -60,8 +60,9 @@ Outgoing pack_for_wire(const TensorTree& tree, std::string_view op, std::size_t 
 void take_payload(const TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads) {
   if (tree.is_consolidated() && tree.schema()->fingerprint() == schema.fingerprint()) {
     Storage& own = *tree.storage();
-    const bool both_ours = own.kind() != MemoryKind::Foreign && arrived->kind() != MemoryKind::Foreign;
-    if (both_ours && own.device() == arrived->device()) {
+    // Memory another process maps (share_memory_, a mapped file) must keep its pages: copied into.
+    const bool own_movable = own.kind() != MemoryKind::Foreign && own.kind() != MemoryKind::SharedHost;
+    if (own_movable && arrived->kind() != MemoryKind::Foreign && own.device() == arrived->device()) {
       StorageAccess::swap_memory(own, *arrived);
     } else {
       copy_bytes(own.data(), own.device(), arrived->data(), arrived->device(), schema.total_bytes());

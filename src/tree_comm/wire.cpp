@@ -38,9 +38,13 @@ using Bytes = std::array<std::byte, kWireHeaderBytes>;
 
 // The spare buffers: few, because each is as large as a whole tree; a free one (only the pool
 // holds it) is handed out again, the least recently added is let go when the pool is full.
-class SparePool {
+// Buffers reused across transfers; `Purpose` keeps the pool of outgoing buffers (in the memory the
+// group's transport sends from fastest) apart from the pool that messages arrive in.
+template <class Purpose>
+class BufferPool {
  public:
-  StoragePtr take(std::size_t nbytes, Device device) {
+  template <class Allocate>
+  StoragePtr take(std::size_t nbytes, Device device, Allocate&& allocate) {
     std::lock_guard lock(mutex_);
     StoragePtr* best = nullptr;
     for (StoragePtr& buffer : buffers_) {
@@ -48,7 +52,7 @@ class SparePool {
       if (!best || buffer->nbytes() < (*best)->nbytes()) best = &buffer;
     }
     if (best) return *best;
-    StoragePtr fresh = Storage::allocate(nbytes, device);
+    StoragePtr fresh = allocate();
     if (buffers_.size() == kCapacity) evict_one();
     buffers_.push_back(fresh);
     return fresh;
@@ -65,6 +69,9 @@ class SparePool {
   std::mutex mutex_;
   std::vector<StoragePtr> buffers_;
 };
+
+struct ForArrivals;
+struct ForSending;
 
 }  // namespace
 
@@ -105,7 +112,14 @@ WireHeader read_wire_header(const std::byte* at, Device device, int sender, cons
 std::string rank_name(int rank) { return rank >= 0 ? "rank " + std::to_string(rank) : "an unknown rank"; }
 
 StoragePtr spare_buffer(const Group& group, std::size_t nbytes, Device device) {
-  return GroupAccess::require(group).attachment<SparePool>().take(nbytes, device);
+  return GroupAccess::require(group).attachment<BufferPool<ForArrivals>>().take(
+      nbytes, device, [&] { return Storage::allocate(nbytes, device); });
+}
+
+StoragePtr outgoing_buffer(const Group& group, std::size_t nbytes, Device device) {
+  GroupState& state = GroupAccess::require(group);
+  return state.attachment<BufferPool<ForSending>>().take(
+      nbytes, device, [&] { return state.backend(device).allocate_message_buffer(nbytes, device); });
 }
 
 Tensor bytes_of(const StoragePtr& storage, std::size_t offset, std::size_t nbytes) {

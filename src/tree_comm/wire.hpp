@@ -36,6 +36,9 @@ WireHeader read_wire_header(const std::byte* at, Device device, int sender, cons
 // pool of earlier ones when one is free (a buffer is free again once its last user has let it
 // go), so a steady stream of transfers of one size allocates nothing. The pool goes with the group.
 StoragePtr spare_buffer(const Group& group, std::size_t nbytes, Device device);
+// The same for a message this rank packs and sends, from a pool of its own: memory the group's
+// transport sends from without copying (shared memory, where peers share the node).
+StoragePtr outgoing_buffer(const Group& group, std::size_t nbytes, Device device);
 
 // Bytes [offset, offset + nbytes) of `storage` as a 1-D uint8 tensor.
 Tensor bytes_of(const StoragePtr& storage, std::size_t offset, std::size_t nbytes);

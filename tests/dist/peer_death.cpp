@@ -94,7 +94,18 @@ void survive(const DistributedContext& context, const Group& survivors, int vict
     dist::recv(Tensor::empty({256}, {DType::Int64}), victim, world);
   });
   report.check_fails_in_time("1 MiB send to the dead rank", [&] {
-    dist::send(rank_values(rank, 1 << 17), victim, world);
+    // From the memory the transport sends from as it is (as a tree send packs into), so that the
+    // send waits for its receiver over shared memory too: a plain tensor would be copied out and
+    // sent eagerly there, completing without the peer.
+    const Tensor payload(world.backend(Device::cpu()).allocate_message_buffer(8 << 17, Device::cpu()), 0,
+                         DType::Int64, {1 << 17}, {});
+    payload.copy_(rank_values(rank, 1 << 17));
+    dist::send(payload, victim, world);
+  });
+  report.check_fails_in_time("tree send to the dead rank", [&] {
+    TensorTree tree(Shape{4});
+    tree.set("x", rank_values(rank, 1 << 17).reshape({4, 1 << 15}));
+    tree.send(victim, world);
   });
   report.check_fails_in_time("tree broadcast from the dead rank", [&] {
     TensorTree tree(Shape{4});

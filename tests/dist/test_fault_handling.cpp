@@ -72,8 +72,11 @@ TEST_CASE("a collective dropped after its Timeout is abandoned at once and compl
 TEST_CASE("Group::abort releases a waiting thread with the reason and refuses later operations", "[faults]") {
   const Group group = all_ranks_with_timeout(kGroupTimeout);
   const Group& world = context().world();
-  // Large enough that the send waits for its receive (no eager delivery).
-  const Tensor payload = make_tensor({1 << 17}, DType::Int64, values_of(group.rank()));
+  // Large enough, and in the memory the group's transport sends from as it is, that the send
+  // waits for its receive (no eager delivery) over MPI and over shared memory alike.
+  const Tensor payload(group.backend(Device::cpu()).allocate_message_buffer(8 << 17, Device::cpu()), 0,
+                       DType::Int64, {1 << 17}, {});
+  payload.copy_(make_tensor({1 << 17}, DType::Int64, values_of(group.rank())));
   if (group.rank() == 0) {
     WorkPtr send = dist::isend(payload, 1, group);
     auto waiter = std::async(std::launch::async, [&] {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -241,10 +242,13 @@ TEST_CASE("group: attachments are one object per group, shared by its copies, di
   CHECK(world_state.attachment<Counter>().value == 10 + world_rank());
 }
 
-TEST_CASE("group: the transport table serves every peer of a CPU group with MPI, the collectives' backend",
+TEST_CASE("group: with HostTransport::Mpi the transport table serves every peer of a CPU group with MPI, the "
+          "collectives' backend",
           "[mpi][group]") {
   const DistributedContext context;
-  const Group& world = context.world();
+  std::vector<int> everyone(static_cast<std::size_t>(context.size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  const Group world = context.new_group(everyone, {.host_transport = HostTransport::Mpi});
   Backend& collectives = world.backend(Device::cpu());
   CHECK(collectives.name() == "mpi");
   for (int peer = 0; peer < world.size(); ++peer) {
@@ -263,6 +267,23 @@ TEST_CASE("group: the transport table serves every peer of a CPU group with MPI,
       CHECK(world.transport(peer, context.device()).capabilities().cuda_memory);
     }
   }
+}
+
+TEST_CASE("group: with HostTransport::SharedMemory the other ranks of this node are served by shared memory, the "
+          "own rank by MPI",
+          "[mpi][group]") {
+  const DistributedContext context;
+  std::vector<int> everyone(static_cast<std::size_t>(context.size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  // Every rank of the test runs on this machine, as the same user: their memory maps both ways.
+  const Group group = context.new_group(everyone, {.host_transport = HostTransport::SharedMemory});
+  for (int peer = 0; peer < group.size(); ++peer) {
+    CHECK(std::string(group.transport(peer, Device::cpu()).name()) ==
+          (peer == group.rank() ? "mpi" : "shared memory (memfd)"));
+  }
+  // The collectives' backend forwards collectives to MPI and tells frames from plain messages for
+  // receives from any source.
+  if (group.size() > 1) CHECK(std::string(group.backend(Device::cpu()).name()) == "shared memory (memfd)");
 }
 
 TEST_CASE("group: the agreement round passes equal values and names the ranks that differ", "[mpi][group]") {

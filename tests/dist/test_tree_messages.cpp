@@ -9,10 +9,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "dist_support.hpp"
+#include "transport/shm/frame.hpp"
 #include "tensortree/dist_context.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/schema.hpp"
@@ -214,6 +216,32 @@ std::string tree_mismatch(const TensorTree& tree, int rank, int step) {
   return {};
 }
 
+// A group of every rank whose host tensors between ranks go as `transport` says.
+Group all_ranks_over(HostTransport transport) {
+  std::vector<int> everyone(static_cast<std::size_t>(context().size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  GroupOptions options = GroupOptions::from_environment();
+  options.host_transport = transport;
+  return context().new_group(everyone, options);
+}
+
+// MPI, and shared memory where the ranks share this node and may map each other's memory (the
+// world group chose it for its peers).
+std::vector<HostTransport> transports_here() {
+  const Group& world = context().world();
+  const int peer = (world.rank() + 1) % world.size();
+  const bool shared = world.size() > 1 && std::string(world.transport(peer, Device::cpu()).name()).starts_with("shared");
+  REQUIRE(on_every_rank(shared) == shared);  // every rank decided alike
+  if (shared) return {HostTransport::Mpi, HostTransport::SharedMemory};
+  return {HostTransport::Mpi};
+}
+
+// What one transfer of `payload` bytes adds to the message over `transport`: the frame header of
+// the shared-memory transport (a payload this small travels inside its frame).
+std::int64_t frame_bytes(HostTransport transport) {
+  return transport == HostTransport::Mpi ? 0 : static_cast<std::int64_t>(detail::kFrameHeaderBytes);
+}
+
 }  // namespace
 
 TEST_CASE("the MPI profiling wrappers see the library's point-to-point calls", "[tree_comm][tree_messages]") {
@@ -236,12 +264,11 @@ TEST_CASE("the MPI profiling wrappers see the library's point-to-point calls", "
   REQUIRE(on_every_rank(sent_now.calls == 1 && received_now.calls == 1));
 }
 
-TEST_CASE("init_remote takes at most two messages, then each of 100 steady-state transfers is one message of "
-          "the payload and a header of at most 64 bytes",
-          "[tree_comm][tree_messages]") {
-  const Group& world = context().world();
+namespace {
+
+// Pairs 0 -> 1, 2 -> 3 (a last odd rank sits out): init_remote, then 100 checked transfers.
+void steady_state_transfers(const Group& world, std::int64_t frame) {
   const int rank = world.rank();
-  // Pairs 0 -> 1, 2 -> 3; a last odd rank sits out.
   const bool sender = rank % 2 == 0;
   const int partner = sender ? rank + 1 : rank - 1;
   if (partner >= world.size()) return;
@@ -264,7 +291,7 @@ TEST_CASE("init_remote takes at most two messages, then each of 100 steady-state
         tree.send(partner, world, {.tag = 71});
         const Snapshot now = since(before, sends);
         wrong_counts += now.calls != 1 ? 1 : 0;
-        wrong_lengths += now.bytes != total + static_cast<std::int64_t>(kWireHeaderBytes) ? 1 : 0;
+        wrong_lengths += now.bytes != frame + total + static_cast<std::int64_t>(kWireHeaderBytes) ? 1 : 0;
         last_length = now.bytes;
       }
       INFO("payload " << total << " bytes, last message " << last_length << " bytes");
@@ -288,7 +315,7 @@ TEST_CASE("init_remote takes at most two messages, then each of 100 steady-state
         tree.recv(partner, world, {.tag = 71});
         const Snapshot now = since(before, receives);
         wrong_counts += now.calls != 1 ? 1 : 0;
-        wrong_lengths += now.bytes != total + static_cast<std::int64_t>(kWireHeaderBytes) ? 1 : 0;
+        wrong_lengths += now.bytes != frame + total + static_cast<std::int64_t>(kWireHeaderBytes) ? 1 : 0;
         const std::string problem = tree_mismatch(tree, partner, step);
         if (!problem.empty() && wrong_values++ == 0) first_wrong_value = "step " + std::to_string(step) + ": " + problem;
       }
@@ -300,8 +327,21 @@ TEST_CASE("init_remote takes at most two messages, then each of 100 steady-state
   }
 }
 
-TEST_CASE("a PerLeaf transfer is one message per leaf, without a header", "[tree_comm][tree_messages]") {
-  const Group& world = context().world();
+}  // namespace
+
+TEST_CASE("init_remote takes at most two messages, then each of 100 steady-state transfers is one message of "
+          "the payload and a header of at most 64 bytes (and the shared-memory frame's)",
+          "[tree_comm][tree_messages]") {
+  for (const HostTransport transport : transports_here()) {
+    INFO("shared memory " << (transport == HostTransport::SharedMemory));
+    steady_state_transfers(all_ranks_over(transport), frame_bytes(transport));
+  }
+}
+
+namespace {
+
+// Pairs as above: one PerLeaf transfer, counted and checked.
+void per_leaf_transfer(const Group& world, std::int64_t frame) {
   const int rank = world.rank();
   const bool sender = rank % 2 == 0;
   const int partner = sender ? rank + 1 : rank - 1;
@@ -319,15 +359,25 @@ TEST_CASE("a PerLeaf transfer is one message per leaf, without a header", "[tree
     tree.send(partner, world, {.tag = 72, .mode = TransferMode::PerLeaf});
     const Snapshot now = since(before, sends);
     CHECK(now.calls == leaves);
-    CHECK(now.bytes == payload);
+    CHECK(now.bytes == payload + leaves * frame);
   } else {
     TensorTree tree = make_tree(rank, 0);
     const Snapshot before = snap(receives);
     tree.recv(partner, world, {.tag = 72, .mode = TransferMode::PerLeaf});
     const Snapshot now = since(before, receives);
     CHECK(now.calls == leaves);
-    CHECK(now.bytes == payload);
+    CHECK(now.bytes == payload + leaves * frame);
     CHECK(tree_mismatch(tree, partner, 7) == "");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a PerLeaf transfer is one message per leaf, without a header (but the shared-memory frame's)",
+          "[tree_comm][tree_messages]") {
+  for (const HostTransport transport : transports_here()) {
+    INFO("shared memory " << (transport == HostTransport::SharedMemory));
+    per_leaf_transfer(all_ranks_over(transport), frame_bytes(transport));
   }
 }
 

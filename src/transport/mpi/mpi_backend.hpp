@@ -57,6 +57,7 @@ class MpiBackend final : public Backend {
   WorkPtr send(const Tensor& tensor, int dst, int tag) override;
   WorkPtr recv(const Tensor& tensor, int src, int tag) override;
   ReceivedMessage recv_message(int src, int tag) override;
+  WorkPtr recv_matched(int src, int tag, ChooseDestination choose) override;
   WorkPtr batch_p2p(std::span<const P2POp> ops) override;
   WorkPtr barrier() override;
   // Later operations, and waits on those in flight, end with BackendError; a Work dropped

@@ -1,7 +1,11 @@
 // MpiBackend's point-to-point operations: send, recv, batches of both, the matched receive of a
 // message of unknown length, and the barrier.
 #include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "transport/mpi/mpi_argument_check.hpp"
 #include "transport/mpi/mpi_backend.hpp"
@@ -27,6 +31,83 @@ void post_p2p(const P2POp& op, MPI_Comm comm, std::int64_t max_count, MpiWork& w
   TT_MPI_CHECK(MPI_Irecv(op.tensor.data_ptr(), block.count, block.datatype, any_source ? MPI_ANY_SOURCE : op.peer,
                          op.tag, comm, work.receive_slot(block.datatype, op.tensor.numel(), any_source)));
 }
+
+// recv_matched's Work: probes until a message matches, then receives it where `choose` says. The
+// probe does not take the message: one over the limit is refused before anything is allocated.
+class MatchedReceive final : public Work {
+ public:
+  MatchedReceive(int src, int tag, MPI_Comm comm, int rank, WaitLimit limit, std::int64_t max_count,
+                 std::function<void(const MPI_Status&)> check_length, ChooseDestination choose)
+      : src_(src), tag_(tag), comm_(comm), rank_(rank), limit_(std::move(limit)), max_count_(max_count),
+        check_length_(std::move(check_length)), choose_(std::move(choose)) {}
+
+  int source_rank() const override {
+    if (source_ < 0) throw NotSupported("source_rank is known only once the message has been matched");
+    return source_;
+  }
+
+ protected:
+  bool test() override {
+    if (!transfer_ && !match()) return false;
+    if (!transfer_->is_completed()) return false;
+    if (const std::exception_ptr error = transfer_->exception()) std::rethrow_exception(error);
+    return true;
+  }
+  void block() override {
+    wait_within(limit_, rank_, [this] { return test(); });
+  }
+
+ private:
+  bool match() {
+    int found = 0;
+    MPI_Status status;
+    TT_MPI_CHECK(MPI_Iprobe(src_ == kAnySource ? MPI_ANY_SOURCE : src_, tag_, comm_, &found, &status));
+    if (found == 0) return false;
+    check_length_(status);
+    MPI_Message message = MPI_MESSAGE_NULL;
+    int matched = 0;
+    TT_MPI_CHECK(MPI_Improbe(status.MPI_SOURCE, tag_, comm_, &matched, &message, &status));
+    if (matched == 0) return false;  // another thread took it: probe again
+    check_length_(status);
+    MPI_Count length = 0;
+    TT_MPI_CHECK(MPI_Get_elements_x(&status, MPI_BYTE, &length));
+    source_ = status.MPI_SOURCE;
+    auto work = std::make_shared<MpiWork>(rank_, limit_);
+    Tensor destination;
+    std::exception_ptr refused;
+    try {
+      destination = choose_(source_, static_cast<std::uint64_t>(length));
+      if (!destination.defined() || destination.nbytes() != static_cast<std::size_t>(length)) {
+        throw InvalidArgument("recv_matched: the chosen destination does not hold the " + std::to_string(length) +
+                              " bytes rank " + std::to_string(source_) + " sent");
+      }
+    } catch (...) {
+      // A matched message must still be received; it lands in a scratch buffer (already bounded).
+      refused = std::current_exception();
+      destination = Tensor::empty({static_cast<std::int64_t>(length)}, {DType::UInt8});
+    }
+    work->keep(destination);
+    const Block block = block_of(length, DType::UInt8, max_count_, *work);
+    TT_MPI_CHECK(MPI_Imrecv(destination.data_ptr(), block.count, block.datatype, &message, work->request_slot()));
+    transfer_ = std::move(work);
+    if (refused) {
+      transfer_->wait();
+      std::rethrow_exception(refused);
+    }
+    return true;
+  }
+
+  int src_;
+  int tag_;
+  MPI_Comm comm_;
+  int rank_;
+  WaitLimit limit_;
+  std::int64_t max_count_;
+  std::function<void(const MPI_Status&)> check_length_;
+  ChooseDestination choose_;
+  WorkPtr transfer_;
+  int source_ = -1;
+};
 
 }  // namespace
 
@@ -86,6 +167,15 @@ ReceivedMessage MpiBackend::recv_message(int src, int tag) {
   TT_MPI_CHECK(MPI_Imrecv(received.bytes.data_ptr(), block.count, block.datatype, &message, work.request_slot()));
   work.wait();
   return received;
+}
+
+WorkPtr MpiBackend::recv_matched(int src, int tag, ChooseDestination choose) {
+  const Check check(rank_, size_, "recv_matched");
+  if (src != kAnySource) check.group_rank(src, "peer");
+  check.tag(tag, tag_upper_bound_);
+  auto check_length = [this](const MPI_Status& status) { checked_message_length(status); };
+  return std::make_shared<MatchedReceive>(src, tag, comm_, rank_, limit("recv_matched", src), options_.max_count,
+                                          std::move(check_length), std::move(choose));
 }
 
 WorkPtr MpiBackend::batch_p2p(std::span<const P2POp> ops) { return point_to_point(ops, "batch_p2p"); }

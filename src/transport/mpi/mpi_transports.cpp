@@ -1,5 +1,7 @@
 #include "transport/mpi/mpi_transports.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -8,6 +10,9 @@
 #include "comm/transport_choice.hpp"
 #include "transport/mpi/mpi_backend.hpp"
 #include "transport/mpi/mpi_bootstrap.hpp"
+#include "transport/shm/cuda_shareable_memory.hpp"
+#include "transport/shm/host_shareable_memory.hpp"
+#include "transport/shm/node_local_backend.hpp"
 #include "transport/staged/staged_backend.hpp"
 #include "tensortree/config.hpp"
 #include "tensortree/error.hpp"
@@ -45,26 +50,63 @@ std::shared_ptr<Backend> nccl_transport(GroupState& group, Device device) {
 #endif
 }
 
-// Staged over a host transport of its own on the group's communicator, which it keeps alive.
-std::shared_ptr<Backend> staged_transport(GroupState& group) {
-  std::shared_ptr<Backend> host = host_transport(group);
+// Staged over `host` (on the group's communicator), which it keeps alive.
+std::shared_ptr<Backend> staged_transport(std::shared_ptr<Backend> host) {
   Backend& borrowed = *host;
   return std::shared_ptr<Backend>(new StagedBackend(borrowed), [host](Backend* staged) { delete staged; });
 }
 
-// Every member decides alike, from the placements they all hold.
-std::shared_ptr<Backend> cuda_transport(GroupState& group, Device device) {
-  const CudaTransportChoice choice =
-      choose_cuda_transport(group.placements(), TT_HAVE_NCCL != 0, group.options().cuda_transport);
-  if (choice.kind == CudaTransportKind::Nccl) return nccl_transport(group, device);
-  return staged_transport(group);
+NodeLocalOptions node_local_options(const GroupState& group) {
+  return {.timeout = group.options().timeout, .max_message_bytes = group.options().max_message_bytes};
+}
+
+// `shared` serves the peers `kinds` marks `node_local`, `rest` everything else; `shared` takes the
+// group's collectives (forwarding them to `rest`) so that a receive from any source sees both.
+DeviceTransports per_peer(const std::vector<PeerTransportKind>& kinds, PeerTransportKind node_local,
+                          const std::shared_ptr<Backend>& shared, const std::shared_ptr<Backend>& rest) {
+  DeviceTransports transports{shared, {}};
+  for (const PeerTransportKind kind : kinds) transports.peers.push_back(kind == node_local ? shared : rest);
+  return transports;
+}
+
+std::vector<std::uint8_t> marked(const std::vector<PeerTransportKind>& kinds, PeerTransportKind kind) {
+  std::vector<std::uint8_t> flags;
+  for (const PeerTransportKind each : kinds) flags.push_back(each == kind ? 1 : 0);
+  return flags;
+}
+
+// Every member decides alike, from the placements and probe results they all hold.
+DeviceTransports host_transports(GroupState& group) {
+  const std::shared_ptr<Backend> mpi = host_transport(group);
+  const std::vector<PeerTransportKind> kinds = choose_host_transports(
+      group.placements(), group.rank(), group.mappable(), group.options().host_transport);
+  const std::vector<std::uint8_t> local = marked(kinds, PeerTransportKind::SharedMemory);
+  if (std::count(local.begin(), local.end(), 1) == 0) return everyone(mpi, group.size());
+  auto shared = std::make_shared<NodeLocalBackend>(std::make_shared<HostShareableMemory>(), mpi, mpi, local,
+                                                   node_local_options(group));
+  return per_peer(kinds, PeerTransportKind::SharedMemory, shared, mpi);
+}
+
+DeviceTransports cuda_transports(GroupState& group, Device device) {
+  const CudaTransport preference = group.options().cuda_transport;
+  const CudaTransportChoice choice = choose_cuda_transport(group.placements(), TT_HAVE_NCCL != 0, preference);
+  if (choice.kind == CudaTransportKind::Nccl) return everyone(nccl_transport(group, device), group.size());
+  const std::shared_ptr<Backend> host = host_transport(group);
+  const std::shared_ptr<Backend> staged = staged_transport(host);
+  const std::vector<PeerTransportKind> kinds =
+      choose_cuda_transports(group.placements(), group.rank(), choice.kind, preference);
+  const std::vector<std::uint8_t> local = marked(kinds, PeerTransportKind::CudaIpc);
+  if (std::count(local.begin(), local.end(), 1) == 0) return everyone(staged, group.size());
+  auto shared = std::make_shared<NodeLocalBackend>(std::make_shared<CudaShareableMemory>(device), host, staged, local,
+                                                   node_local_options(group));
+  return per_peer(kinds, PeerTransportKind::CudaIpc, shared, staged);
 }
 
 }  // namespace
 
 DeviceTransports MpiTransportFactory::create(GroupState& group, Device device) {
-  if (device.is_cpu()) return everyone(host_transport(group), group.size());
-  return everyone(cuda_transport(group, device), group.size());
+  if (device.is_cpu()) return host_transports(group);
+  return cuda_transports(group, device);
 }
 
 }  // namespace tensortree::detail

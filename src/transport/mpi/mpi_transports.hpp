@@ -1,7 +1,7 @@
-// The transports a group over an MPI bootstrap gets: MPI for host memory; for CUDA memory NCCL
-// where the library was built with it, otherwise MPI staged through pinned host memory. Every
-// peer is served by the same backend per device today; the table is per peer so that transports
-// that pair only some ranks (shared memory, CUDA IPC) can be added here.
+// The transports a group over an MPI bootstrap gets (comm/transport_choice.hpp decides):
+// - host memory: shared memory with the members of this node that can map it, MPI with the rest;
+// - CUDA memory: NCCL where it serves the group; otherwise CUDA IPC with the members bound to this
+//   GPU and MPI staged through pinned host memory with the rest.
 #pragma once
 
 #include "comm/group_state.hpp"

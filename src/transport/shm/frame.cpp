@@ -1,0 +1,98 @@
+#include "transport/shm/frame.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+namespace {
+
+constexpr std::uint32_t kFrameMagic = 0x464e5454;  // "TTNF"
+constexpr std::uint8_t kFrameVersion = 1;
+// Byte offsets within the header; [32, 48) and [184, 192) are reserved (zero).
+constexpr std::size_t kMagicAt = 0, kVersionAt = 4, kKindAt = 5, kLengthAt = 8, kOffsetAt = 16, kTokenAt = 24;
+constexpr std::size_t kReservedAt = 32, kHandleAt = 48, kChecksumAt = kHandleAt + kRegionHandleBytes;
+static_assert(kChecksumAt + 8 <= kFrameHeaderBytes);
+
+template <class T>
+void put(std::byte* at, T value) {
+  std::memcpy(at, &value, sizeof value);
+}
+
+template <class T>
+T get(const std::byte* at) {
+  T value;
+  std::memcpy(&value, at, sizeof value);
+  return value;
+}
+
+[[noreturn]] void corrupt(int sender, const std::string& problem) {
+  throw CorruptData("node-local transport: the frame from rank " + std::to_string(sender) + " has " + problem);
+}
+
+}  // namespace
+
+void encode_frame(const Frame& frame, std::byte* header) {
+  std::fill_n(header, kFrameHeaderBytes, std::byte{0});
+  put(header + kMagicAt, kFrameMagic);
+  put(header + kVersionAt, kFrameVersion);
+  put(header + kKindAt, static_cast<std::uint8_t>(frame.kind));
+  put(header + kLengthAt, frame.length);
+  put(header + kOffsetAt, frame.offset);
+  put(header + kTokenAt, frame.token);
+  std::copy(frame.handle.begin(), frame.handle.end(), header + kHandleAt);
+  put(header + kChecksumAt, XXH3_64bits(header, kChecksumAt));
+}
+
+Frame decode_frame_header(std::span<const std::byte> message, int sender) {
+  if (message.size() < kFrameHeaderBytes) corrupt(sender, std::to_string(message.size()) + " bytes, less than a header");
+  const std::byte* header = message.data();
+  if (get<std::uint32_t>(header + kMagicAt) != kFrameMagic) corrupt(sender, "no frame magic");
+  if (get<std::uint8_t>(header + kVersionAt) != kFrameVersion) corrupt(sender, "an unknown frame version");
+  if (get<std::uint64_t>(header + kChecksumAt) != XXH3_64bits(header, kChecksumAt)) corrupt(sender, "a bad checksum");
+  const auto zero = [](std::byte b) { return b == std::byte{0}; };
+  if (!std::all_of(header + kReservedAt, header + kHandleAt, zero) ||
+      !std::all_of(header + kChecksumAt + 8, header + kFrameHeaderBytes, zero)) {
+    corrupt(sender, "non-zero reserved bytes");
+  }
+  Frame frame;
+  const auto kind = get<std::uint8_t>(header + kKindAt);
+  if (kind != static_cast<std::uint8_t>(FrameKind::Inline) && kind != static_cast<std::uint8_t>(FrameKind::Region)) {
+    corrupt(sender, "frame kind " + std::to_string(kind));
+  }
+  frame.kind = static_cast<FrameKind>(kind);
+  frame.length = get<std::uint64_t>(header + kLengthAt);
+  frame.offset = get<std::uint64_t>(header + kOffsetAt);
+  frame.token = get<std::uint64_t>(header + kTokenAt);
+  std::copy_n(header + kHandleAt, kRegionHandleBytes, frame.handle.begin());
+  return frame;
+}
+
+Frame decode_frame(std::span<const std::byte> message, int sender) {
+  const Frame frame = decode_frame_header(message, sender);
+  const std::uint64_t follows = message.size() - kFrameHeaderBytes;
+  if (frame.kind == FrameKind::Inline && frame.length != follows) {
+    corrupt(sender, "an inline length of " + std::to_string(frame.length) + " bytes over " + std::to_string(follows));
+  }
+  if (frame.kind == FrameKind::Region && follows != 0) corrupt(sender, "bytes after a region frame");
+  return frame;
+}
+
+void encode_ack(const Ack& ack, std::byte* out) {
+  put(out, ack.token);
+  put(out + 8, std::uint64_t{ack.copied ? 1U : 0U});
+}
+
+Ack decode_ack(std::span<const std::byte> message, int sender) {
+  if (message.size() != kAckBytes) corrupt(sender, "an acknowledgement of " + std::to_string(message.size()) + " bytes");
+  const auto status = get<std::uint64_t>(message.data() + 8);
+  if (status > 1) corrupt(sender, "an acknowledgement status of " + std::to_string(status));
+  return {get<std::uint64_t>(message.data()), status == 1};
+}
+
+}  // namespace tensortree::detail

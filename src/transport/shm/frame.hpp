@@ -1,0 +1,48 @@
+// The node-local transport's messages on the existing backend: a frame per transfer (the payload
+// inline when small, else where it lies in the sender's shared memory), and the acknowledgement
+// that tells the sender its region may be written again. Frames are peer bytes: decode_frame checks
+// every field before anything is done with them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "transport/shm/shareable_memory.hpp"
+
+namespace tensortree::detail {
+
+enum class FrameKind : std::uint8_t { Inline = 1, Region = 2 };
+
+struct Frame {
+  FrameKind kind = FrameKind::Inline;
+  std::uint64_t length = 0;  // payload bytes
+  std::uint64_t offset = 0;  // Region: where the payload starts in the region
+  std::uint64_t token = 0;   // Region: echoed in the acknowledgement
+  RegionHandle handle{};     // Region: how to open the region
+};
+
+// Fixed part of every frame; an Inline frame's payload follows it.
+inline constexpr std::size_t kFrameHeaderBytes = 192;
+
+// Acknowledgements travel on this tag of the same communicator: above every tag dist_ops uses, and
+// within the 32767 that MPI guarantees.
+inline constexpr int kAckTag = 32767;
+inline constexpr std::size_t kAckBytes = 16;
+
+void encode_frame(const Frame& frame, std::byte* header);
+// CorruptData naming `sender` (a group rank) when the magic, version, checksum, kind or reserved
+// bytes are wrong, or an Inline frame's length is not the bytes that follow its header.
+Frame decode_frame(std::span<const std::byte> message, int sender);
+// The same checks of the header alone, for a message whose length is not known (a receive that
+// failed): an Inline frame's length is not compared with what follows.
+Frame decode_frame_header(std::span<const std::byte> message, int sender);
+
+struct Ack {
+  std::uint64_t token = 0;
+  bool copied = false;  // false: the receiver refused the frame (the sender's send fails)
+};
+void encode_ack(const Ack& ack, std::byte* out);
+Ack decode_ack(std::span<const std::byte> message, int sender);
+
+}  // namespace tensortree::detail

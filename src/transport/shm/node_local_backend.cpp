@@ -1,0 +1,325 @@
+#include "transport/shm/node_local_backend.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "core/abandoned_operations.hpp"
+#include "core/checked_math.hpp"
+#include "core/wait_bounded.hpp"
+#include "transport/shm/frame.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+struct NodeLocalBackend::State {
+  State(std::shared_ptr<ShareableMemory> memory_in, std::shared_ptr<Backend> control_in,
+        std::vector<std::uint8_t> local_in, NodeLocalOptions options_in)
+      : memory(std::move(memory_in)),
+        control(std::move(control_in)),
+        local(std::move(local_in)),
+        options(options_in),
+        outgoing(*memory, *control, static_cast<int>(local.size()), options.max_pooled_regions),
+        imported(*memory, options.max_open_regions) {}
+
+  bool is_local(int peer) const {
+    return peer >= 0 && static_cast<std::size_t>(peer) < local.size() && local[static_cast<std::size_t>(peer)] != 0;
+  }
+
+  // Polls `done` within the group's timeout; BackendError once aborted.
+  template <class Done>
+  void wait_for(const std::string& what, Done&& done) {
+    const auto done_or_aborted = [&] {
+      aborted.throw_if_raised([&] { return "rank " + std::to_string(control->rank()) + ": " + what; });
+      return done();
+    };
+    wait_bounded(done_or_aborted, options.timeout, [&] {
+      return Timeout("rank " + std::to_string(control->rank()) + ": " + what + " did not complete within the group's timeout of " +
+                     std::to_string(options.timeout.count()) +
+                     " ms (GroupOptions::timeout); wait again, or end the group with Group::abort");
+    });
+  }
+
+  void acknowledge(int peer, std::uint64_t token, bool copied) {
+    Tensor ack = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
+    encode_ack({token, copied}, static_cast<std::byte*>(ack.data_ptr()));
+    control->send(ack, peer, kAckTag)->wait();
+  }
+
+  // Copies a region frame's payload into `destination` and acknowledges it, refused if that fails.
+  void take_region(int peer, const Frame& frame, const Tensor& destination) {
+    try {
+      const std::optional<std::uint64_t> end = checked_add(frame.offset, frame.length);
+      if (!end) {
+        throw CorruptData("node-local transport: the frame from rank " + std::to_string(peer) +
+                          " reaches past 2^64 bytes (offset " + std::to_string(frame.offset) + ")");
+      }
+      const std::shared_ptr<ImportedRegion> region = imported.open(peer, frame.handle, *end);
+      memory->copy_out(*region, frame.offset, destination);
+    } catch (...) {
+      acknowledge(peer, frame.token, false);
+      throw;
+    }
+    acknowledge(peer, frame.token, true);
+  }
+
+  // "rank 1 received 7 elements from rank 0 (tag 77) into a tensor of 9 elements", as MPI says it.
+  std::string wrong_length(int peer, int tag, std::uint64_t bytes, const Tensor& destination) const {
+    const std::size_t item = itemsize(destination.dtype());
+    const bool whole = item > 0 && bytes % item == 0;
+    const std::string unit = whole ? " elements" : " bytes";
+    const std::uint64_t sent = whole ? bytes / item : bytes;
+    const std::uint64_t room = whole ? static_cast<std::uint64_t>(destination.numel()) : destination.nbytes();
+    return "rank " + std::to_string(control->rank()) + " received " + std::to_string(sent) + unit + " from rank " +
+           std::to_string(peer) + " (tag " + std::to_string(tag) + ") into a tensor of " + std::to_string(room) + unit;
+  }
+
+  // A frame that arrived for `destination`: its payload moved there (and acknowledged).
+  void deliver(int peer, int tag, const Tensor& message, const Tensor& destination) {
+    const auto* first = static_cast<const std::byte*>(message.data_ptr());
+    const Frame frame = decode_frame({first, message.nbytes()}, peer);
+    if (frame.length != destination.nbytes()) {
+      if (frame.kind == FrameKind::Region) acknowledge(peer, frame.token, false);
+      throw InvalidArgument(wrong_length(peer, tag, frame.length, destination));
+    }
+    if (frame.kind == FrameKind::Inline) {
+      bytes_of(destination).copy_(payload_of(message, frame.length));
+      return;
+    }
+    take_region(peer, frame, destination);
+  }
+
+  // A receive whose frame had another length than expected (MPI found it): a region frame is
+  // refused, so that its sender does not wait for an acknowledgement that never comes, and the
+  // error names the payload's length rather than the frame's.
+  void explain_failed_receive(int peer, int tag, const Tensor& message, const Tensor& destination) {
+    std::optional<Frame> frame;
+    try {
+      const auto* first = static_cast<const std::byte*>(message.data_ptr());
+      frame = decode_frame_header({first, kFrameHeaderBytes}, peer);
+    } catch (const Error&) {
+      return;  // not even a header arrived: MPI's error stands
+    }
+    if (frame->kind == FrameKind::Region) acknowledge(peer, frame->token, false);
+    if (frame->length != destination.nbytes()) throw InvalidArgument(wrong_length(peer, tag, frame->length, destination));
+  }
+
+  static Tensor bytes_of(const Tensor& contiguous) {
+    return Tensor(contiguous.storage(), contiguous.byte_offset(), DType::UInt8,
+                  {static_cast<std::int64_t>(contiguous.nbytes())}, {1});
+  }
+  static Tensor payload_of(const Tensor& message, std::uint64_t length) {
+    return Tensor(message.storage(), message.byte_offset() + kFrameHeaderBytes, DType::UInt8,
+                  {static_cast<std::int64_t>(length)}, {1});
+  }
+
+  std::shared_ptr<ShareableMemory> memory;
+  std::shared_ptr<Backend> control;
+  std::vector<std::uint8_t> local;
+  NodeLocalOptions options;
+  OutgoingRegions outgoing;
+  ImportedRegions imported;
+  AbortSignal aborted;
+};
+
+namespace {
+
+using State = NodeLocalBackend::State;
+
+Tensor frame_message(std::size_t payload_bytes) {
+  return Tensor::empty({static_cast<std::int64_t>(kFrameHeaderBytes + payload_bytes)}, {DType::UInt8});
+}
+
+std::byte* header_of(const Tensor& message) { return static_cast<std::byte*>(message.data_ptr()); }
+
+// A send from memory the receiver reads in place: complete once the receiver acknowledged it.
+class AwaitAck final : public Work {
+ public:
+  AwaitAck(std::shared_ptr<State> state, int peer, std::uint64_t token, WorkPtr frame_sent, Tensor payload)
+      : state_(std::move(state)), peer_(peer), token_(token), frame_sent_(std::move(frame_sent)),
+        payload_(std::move(payload)) {}
+  AwaitAck(const AwaitAck&) = delete;
+  AwaitAck& operator=(const AwaitAck&) = delete;
+  // The receiver may still be reading the payload: it is kept until the acknowledgement comes.
+  ~AwaitAck() override {
+    if (acked_) return;
+    abandon_operation([state = state_, peer = peer_, token = token_, payload = payload_]() noexcept {
+      try {
+        return state->outgoing.acknowledged(peer, token);
+      } catch (...) {
+        return true;  // refused, or the acknowledgement cannot come: nothing reads the payload
+      }
+    });
+  }
+
+ protected:
+  bool test() override {
+    if (!frame_sent_->is_completed()) return false;
+    if (const std::exception_ptr error = frame_sent_->exception()) {
+      acked_ = true;  // the frame never left: nobody reads the payload
+      std::rethrow_exception(error);
+    }
+    if (!acked_) acked_ = state_->outgoing.acknowledged(peer_, token_);
+    return acked_;
+  }
+  void block() override {
+    state_->wait_for("send to rank " + std::to_string(peer_) + " (waiting for it to take the shared memory)",
+                     [this] { return test(); });
+  }
+
+ private:
+  std::shared_ptr<State> state_;
+  int peer_;
+  std::uint64_t token_;
+  WorkPtr frame_sent_;
+  Tensor payload_;
+  bool acked_ = false;
+};
+
+}  // namespace
+
+NodeLocalBackend::NodeLocalBackend(std::shared_ptr<ShareableMemory> memory, std::shared_ptr<Backend> control,
+                                   std::shared_ptr<Backend> fallback, std::vector<std::uint8_t> local,
+                                   NodeLocalOptions options)
+    : control_(control), fallback_(std::move(fallback)) {
+  if (static_cast<int>(local.size()) != control->size()) {
+    throw InvalidArgument("NodeLocalBackend: " + std::to_string(local.size()) + " peer flags for a group of " +
+                          std::to_string(control->size()));
+  }
+  name_ = "shared memory (" + std::string(memory->name()) + ")";
+  state_ = std::make_shared<State>(std::move(memory), std::move(control), std::move(local), options);
+}
+
+bool NodeLocalBackend::is_local(int peer) const { return state_->is_local(peer); }
+
+BackendCapabilities NodeLocalBackend::capabilities() const {
+  BackendCapabilities capabilities = fallback_->capabilities();
+  const bool all_local = std::count(state_->local.begin(), state_->local.end(), 1) == size() - 1;
+  capabilities.any_source = state_->memory->device().is_cpu() ? control_->capabilities().any_source : all_local;
+  return capabilities;
+}
+
+WorkPtr NodeLocalBackend::send(const Tensor& tensor, int dst, int tag) {
+  if (!is_local(dst)) return fallback_->send(tensor, dst, tag);
+  State& state = *state_;
+  const std::size_t nbytes = tensor.nbytes();
+  if (nbytes <= state.options.inline_bytes) {
+    Tensor message = frame_message(nbytes);
+    encode_frame({FrameKind::Inline, nbytes, 0, 0, {}}, header_of(message));
+    State::payload_of(message, nbytes).copy_(State::bytes_of(tensor));
+    return control_->send(message, dst, tag);
+  }
+  Tensor message = frame_message(0);
+  if (const ExportedRegion in_place = state.memory->export_storage(tensor.storage())) {
+    state.memory->publish(in_place);
+    const std::uint64_t token = state.outgoing.expect_ack(dst, in_place, false);
+    encode_frame({FrameKind::Region, nbytes, tensor.byte_offset(), token, in_place.handle}, header_of(message));
+    return std::make_shared<AwaitAck>(state_, dst, token, control_->send(message, dst, tag), tensor);
+  }
+  state.wait_for("send to rank " + std::to_string(dst) + " (" + std::to_string(state.options.max_pending) +
+                     " earlier sends still wait for it to take them)",
+                 [&] { return state.outgoing.pending_copies(dst) < state.options.max_pending; });
+  ExportedRegion region = state.outgoing.take(nbytes);
+  state.memory->copy_in(tensor, region);
+  const RegionHandle handle = region.handle;
+  const std::uint64_t token = state.outgoing.expect_ack(dst, std::move(region), true);
+  encode_frame({FrameKind::Region, nbytes, 0, token, handle}, header_of(message));
+  return control_->send(message, dst, tag);
+}
+
+WorkPtr NodeLocalBackend::recv(const Tensor& tensor, int src, int tag) {
+  if (src != kAnySource && !is_local(src)) return fallback_->recv(tensor, src, tag);
+  const std::shared_ptr<State> state = state_;
+  const std::size_t nbytes = tensor.nbytes();
+  const bool inline_payload = nbytes <= state->options.inline_bytes;
+  if (src != kAnySource) {
+    Tensor message = frame_message(inline_payload ? nbytes : 0);
+    WorkPtr arrived = control_->recv(message, src, tag);
+    return Work::then(
+        std::move(arrived), [state, message, tensor, src, tag] { state->deliver(src, tag, message, tensor); },
+        [state, message, tensor, src, tag](std::exception_ptr) {
+          state->explain_failed_receive(src, tag, message, tensor);
+        });
+  }
+  // From whoever sends first: a frame from a node-local peer, the payload itself from the others.
+  const bool host = state->memory->device().is_cpu();
+  if (!host && !capabilities().any_source) {
+    throw NotSupported("recv from any source of CUDA tensors on a group whose peers are not all on this GPU");
+  }
+  auto frame = std::make_shared<Tensor>();
+  const std::size_t largest_frame = kFrameHeaderBytes + state->options.inline_bytes;
+  auto choose = [state, frame, tensor, largest_frame, tag](int source, std::uint64_t bytes) -> Tensor {
+    if (state->is_local(source)) {
+      if (bytes > largest_frame) {
+        throw CorruptData("node-local transport: rank " + std::to_string(source) + " sent a frame of " +
+                          std::to_string(bytes) + " bytes, more than the " + std::to_string(largest_frame) +
+                          " a frame may have");
+      }
+      *frame = Tensor::empty({static_cast<std::int64_t>(bytes)}, {DType::UInt8});
+      return *frame;
+    }
+    if (bytes != tensor.nbytes()) throw InvalidArgument(state->wrong_length(source, tag, bytes, tensor));
+    return State::bytes_of(tensor);
+  };
+  WorkPtr arrived = control_->recv_matched(kAnySource, tag, std::move(choose));
+  Work* matched = arrived.get();  // the returned Work holds `arrived` while its continuation can run
+  return Work::then(std::move(arrived), [state, frame, tensor, matched, tag] {
+    if (frame->defined()) state->deliver(matched->source_rank(), tag, *frame, tensor);
+  });
+}
+
+ReceivedMessage NodeLocalBackend::recv_message(int src, int tag) {
+  State& state = *state_;
+  if (!state.memory->device().is_cpu() || (src != kAnySource && !is_local(src))) {
+    return fallback_->recv_message(src, tag);
+  }
+  ReceivedMessage received = control_->recv_message(src, tag);
+  if (!is_local(received.source)) return received;
+  const auto* first = static_cast<const std::byte*>(received.bytes.data_ptr());
+  const Frame frame = decode_frame({first, received.bytes.nbytes()}, received.source);
+  if (frame.kind == FrameKind::Region && frame.length > state.options.max_message_bytes) {
+    state.acknowledge(received.source, frame.token, false);
+    throw CorruptData("recv_message: rank " + std::to_string(received.source) + " sent a message of " +
+                      std::to_string(frame.length) + " bytes, more than this rank's limit of " +
+                      std::to_string(state.options.max_message_bytes) +
+                      " bytes (GroupOptions::max_message_bytes); nothing was allocated");
+  }
+  Tensor payload = Tensor::empty({static_cast<std::int64_t>(frame.length)}, {DType::UInt8});
+  if (frame.kind == FrameKind::Inline) {
+    payload.copy_(State::payload_of(received.bytes, frame.length));
+  } else {
+    state.take_region(received.source, frame, payload);
+  }
+  return {std::move(payload), received.source};
+}
+
+WorkPtr NodeLocalBackend::batch_p2p(std::span<const P2POp> ops) {
+  std::vector<P2POp> others;
+  std::vector<WorkPtr> works;
+  for (const P2POp& op : ops) {
+    const bool through_frames = op.peer == kAnySource || is_local(op.peer);
+    if (!through_frames) {
+      others.push_back(op);
+    } else {
+      works.push_back(op.kind == P2POp::Kind::Send ? send(op.tensor, op.peer, op.tag) : recv(op.tensor, op.peer, op.tag));
+    }
+  }
+  if (!others.empty()) works.insert(works.begin(), fallback_->batch_p2p(others));
+  if (works.size() == 1) return works.front();
+  return Work::all(std::move(works));
+}
+
+StoragePtr NodeLocalBackend::allocate_message_buffer(std::size_t nbytes, Device device) {
+  if (device != state_->memory->device()) return fallback_->allocate_message_buffer(nbytes, device);
+  return state_->memory->allocate(nbytes).storage;
+}
+
+void NodeLocalBackend::abort(const std::string& reason) {
+  state_->aborted.raise(reason);
+  control_->abort(reason);
+  if (fallback_ != control_) fallback_->abort(reason);
+}
+
+}  // namespace tensortree::detail

@@ -1,0 +1,94 @@
+// NodeLocalBackend: point-to-point traffic with peers on this node through shared memory, written
+// once over ShareableMemory (host memfds or CUDA IPC). Each transfer is one frame on the existing
+// host backend (`control`): small payloads travel inside it; larger ones stay in the sender's
+// shared memory, the frame says where, the receiver copies them out once (its mapping of the
+// peer's region cached) and acknowledges on kAckTag, so the sender knows when it may write that
+// memory again.
+// - A payload already in this transport's memory (a tree packed into allocate_message_buffer's
+//   memory) is sent as it is, and the send completes when the receiver has copied it.
+// - Any other payload is copied into a pooled region first, and the send completes when the frame
+//   is out (like MPI's eager sends); at most `max_pending` such copies per peer wait for their
+//   acknowledgement before a new send waits for one.
+// Peers not on the node, and every collective, go to `fallback`. A receive from kAnySource matches
+// frames and the fallback's plain messages alike, in order (both travel on `control`'s
+// communicator); for CUDA memory it is supported only where every peer is node-local.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/abort_signal.hpp"
+#include "transport/shm/imported_regions.hpp"
+#include "transport/shm/outgoing_regions.hpp"
+#include "transport/shm/shareable_memory.hpp"
+#include "tensortree/backend.hpp"
+
+namespace tensortree::detail {
+
+struct NodeLocalOptions {
+  std::chrono::milliseconds timeout = std::chrono::minutes(10);  // the group's: bounds every wait
+  std::uint64_t max_message_bytes = std::uint64_t{1} << 30;      // the group's: bounds recv_message
+  std::size_t inline_bytes = std::size_t{8} << 10;               // payloads up to this travel in the frame
+  std::size_t max_pending = 16;                                  // copies per peer awaiting their acknowledgement
+  std::size_t max_pooled_regions = 8;
+  std::size_t max_open_regions = 64;
+};
+
+class NodeLocalBackend final : public Backend {
+ public:
+  // `local[r]` is 1 where group rank r is served through `memory`. `control` is the host backend
+  // frames and acknowledgements travel on; `fallback` serves the others (for host memory, the same
+  // backend as `control`).
+  NodeLocalBackend(std::shared_ptr<ShareableMemory> memory, std::shared_ptr<Backend> control,
+                   std::shared_ptr<Backend> fallback, std::vector<std::uint8_t> local, NodeLocalOptions options);
+
+  std::string_view name() const override { return name_; }
+  BackendCapabilities capabilities() const override;
+  int rank() const override { return control_->rank(); }
+  int size() const override { return control_->size(); }
+
+  WorkPtr broadcast(const Tensor& tensor, int root) override { return fallback_->broadcast(tensor, root); }
+  WorkPtr all_reduce(const Tensor& tensor, ReduceOp op) override { return fallback_->all_reduce(tensor, op); }
+  WorkPtr reduce(const Tensor& tensor, int root, ReduceOp op) override { return fallback_->reduce(tensor, root, op); }
+  WorkPtr all_gather(const Tensor& output, const Tensor& input) override {
+    return fallback_->all_gather(output, input);
+  }
+  WorkPtr gather(const Tensor& output, const Tensor& input, int root) override {
+    return fallback_->gather(output, input, root);
+  }
+  WorkPtr scatter(const Tensor& output, const Tensor& input, int root) override {
+    return fallback_->scatter(output, input, root);
+  }
+  WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
+    return fallback_->reduce_scatter(output, input, op);
+  }
+  WorkPtr all_to_all(const Tensor& output, const Tensor& input, std::span<const std::int64_t> output_counts,
+                     std::span<const std::int64_t> input_counts) override {
+    return fallback_->all_to_all(output, input, output_counts, input_counts);
+  }
+  WorkPtr barrier() override { return fallback_->barrier(); }
+
+  WorkPtr send(const Tensor& tensor, int dst, int tag) override;
+  WorkPtr recv(const Tensor& tensor, int src, int tag) override;
+  ReceivedMessage recv_message(int src, int tag) override;
+  WorkPtr batch_p2p(std::span<const P2POp> ops) override;
+  StoragePtr allocate_message_buffer(std::size_t nbytes, Device device) override;
+  void abort(const std::string& reason) override;
+
+  // What NodeLocalBackend's Works share with it (they may outlive it).
+  struct State;
+
+ private:
+  bool is_local(int peer) const;
+
+  std::shared_ptr<State> state_;
+  std::shared_ptr<Backend> control_;
+  std::shared_ptr<Backend> fallback_;
+  std::string name_;
+};
+
+}  // namespace tensortree::detail
