@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -236,10 +237,18 @@ std::vector<HostTransport> transports_here() {
   return {HostTransport::Mpi};
 }
 
-// What one transfer of `payload` bytes adds to the message over `transport`: the frame header of
-// the shared-memory transport (a payload this small travels inside its frame).
-std::int64_t frame_bytes(HostTransport transport) {
-  return transport == HostTransport::Mpi ? 0 : static_cast<std::int64_t>(detail::kFrameHeaderBytes);
+// The largest payload a shared-memory frame carries inside it (the default, or what the test run set).
+std::int64_t inline_limit() {
+  const char* text = std::getenv("TENSORTREE_SHM_INLINE_BYTES");
+  return text && *text ? std::stoll(text) : 8192;
+}
+
+// The bytes of the one message that moves a payload of `payload` bytes over `transport`: the payload
+// itself over MPI; over shared memory a frame, with the payload inside it when it is small enough.
+std::int64_t message_bytes(HostTransport transport, std::int64_t payload) {
+  if (transport == HostTransport::Mpi) return payload;
+  const auto frame = static_cast<std::int64_t>(detail::kFrameHeaderBytes);
+  return payload <= inline_limit() ? frame + payload : frame;
 }
 
 }  // namespace
@@ -267,7 +276,7 @@ TEST_CASE("the MPI profiling wrappers see the library's point-to-point calls", "
 namespace {
 
 // Pairs 0 -> 1, 2 -> 3 (a last odd rank sits out): init_remote, then 100 checked transfers.
-void steady_state_transfers(const Group& world, std::int64_t frame) {
+void steady_state_transfers(const Group& world, HostTransport transport) {
   const int rank = world.rank();
   const bool sender = rank % 2 == 0;
   const int partner = sender ? rank + 1 : rank - 1;
@@ -291,7 +300,7 @@ void steady_state_transfers(const Group& world, std::int64_t frame) {
         tree.send(partner, world, {.tag = 71});
         const Snapshot now = since(before, sends);
         wrong_counts += now.calls != 1 ? 1 : 0;
-        wrong_lengths += now.bytes != frame + total + static_cast<std::int64_t>(kWireHeaderBytes) ? 1 : 0;
+        wrong_lengths += now.bytes != message_bytes(transport, total + kWireHeaderBytes) ? 1 : 0;
         last_length = now.bytes;
       }
       INFO("payload " << total << " bytes, last message " << last_length << " bytes");
@@ -315,7 +324,7 @@ void steady_state_transfers(const Group& world, std::int64_t frame) {
         tree.recv(partner, world, {.tag = 71});
         const Snapshot now = since(before, receives);
         wrong_counts += now.calls != 1 ? 1 : 0;
-        wrong_lengths += now.bytes != frame + total + static_cast<std::int64_t>(kWireHeaderBytes) ? 1 : 0;
+        wrong_lengths += now.bytes != message_bytes(transport, total + kWireHeaderBytes) ? 1 : 0;
         const std::string problem = tree_mismatch(tree, partner, step);
         if (!problem.empty() && wrong_values++ == 0) first_wrong_value = "step " + std::to_string(step) + ": " + problem;
       }
@@ -334,23 +343,23 @@ TEST_CASE("init_remote takes at most two messages, then each of 100 steady-state
           "[tree_comm][tree_messages]") {
   for (const HostTransport transport : transports_here()) {
     INFO("shared memory " << (transport == HostTransport::SharedMemory));
-    steady_state_transfers(all_ranks_over(transport), frame_bytes(transport));
+    steady_state_transfers(all_ranks_over(transport), transport);
   }
 }
 
 namespace {
 
 // Pairs as above: one PerLeaf transfer, counted and checked.
-void per_leaf_transfer(const Group& world, std::int64_t frame) {
+void per_leaf_transfer(const Group& world, HostTransport transport) {
   const int rank = world.rank();
   const bool sender = rank % 2 == 0;
   const int partner = sender ? rank + 1 : rank - 1;
   if (partner >= world.size()) return;
-  std::int64_t payload = 0;
+  std::int64_t payload = 0;  // the bytes of the leaves' messages
   for (const LeafDef& def : rollout()) {
     std::int64_t numel = 1;
     for (std::int64_t d : def.shape) numel *= d;
-    payload += numel * static_cast<std::int64_t>(itemsize(def.dtype));
+    payload += message_bytes(transport, numel * static_cast<std::int64_t>(itemsize(def.dtype)));
   }
   const auto leaves = static_cast<std::int64_t>(rollout().size());
   if (sender) {
@@ -359,14 +368,14 @@ void per_leaf_transfer(const Group& world, std::int64_t frame) {
     tree.send(partner, world, {.tag = 72, .mode = TransferMode::PerLeaf});
     const Snapshot now = since(before, sends);
     CHECK(now.calls == leaves);
-    CHECK(now.bytes == payload + leaves * frame);
+    CHECK(now.bytes == payload);
   } else {
     TensorTree tree = make_tree(rank, 0);
     const Snapshot before = snap(receives);
     tree.recv(partner, world, {.tag = 72, .mode = TransferMode::PerLeaf});
     const Snapshot now = since(before, receives);
     CHECK(now.calls == leaves);
-    CHECK(now.bytes == payload + leaves * frame);
+    CHECK(now.bytes == payload);
     CHECK(tree_mismatch(tree, partner, 7) == "");
   }
 }
@@ -377,7 +386,7 @@ TEST_CASE("a PerLeaf transfer is one message per leaf, without a header (but the
           "[tree_comm][tree_messages]") {
   for (const HostTransport transport : transports_here()) {
     INFO("shared memory " << (transport == HostTransport::SharedMemory));
-    per_leaf_transfer(all_ranks_over(transport), frame_bytes(transport));
+    per_leaf_transfer(all_ranks_over(transport), transport);
   }
 }
 

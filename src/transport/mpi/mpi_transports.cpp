@@ -1,6 +1,8 @@
 #include "transport/mpi/mpi_transports.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -56,8 +58,25 @@ std::shared_ptr<Backend> staged_transport(std::shared_ptr<Backend> host) {
   return std::shared_ptr<Backend>(new StagedBackend(borrowed), [host](Backend* staged) { delete staged; });
 }
 
+// TENSORTREE_SHM_INLINE_BYTES: the largest payload a node-local frame carries inside it (tests set
+// 0 to take every transfer through the shared regions); unset keeps the default.
+std::size_t inline_bytes_from_environment(std::size_t fallback) {
+  const char* text = std::getenv("TENSORTREE_SHM_INLINE_BYTES");
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || text[0] < '0' || text[0] > '9' || value > (1ULL << 20)) {
+    throw InvalidArgument(std::string("TENSORTREE_SHM_INLINE_BYTES must be a number of bytes up to 1 MiB, got '") +
+                          text + "'");
+  }
+  return static_cast<std::size_t>(value);
+}
+
 NodeLocalOptions node_local_options(const GroupState& group) {
-  return {.timeout = group.options().timeout, .max_message_bytes = group.options().max_message_bytes};
+  NodeLocalOptions options{.timeout = group.options().timeout, .max_message_bytes = group.options().max_message_bytes};
+  options.inline_bytes = inline_bytes_from_environment(options.inline_bytes);
+  return options;
 }
 
 // `shared` serves the peers `kinds` marks `node_local`, `rest` everything else; `shared` takes the

@@ -21,7 +21,8 @@ struct NodeLocalBackend::State {
         control(std::move(control_in)),
         local(std::move(local_in)),
         options(options_in),
-        outgoing(*memory, *control, static_cast<int>(local.size()), options.max_pooled_regions),
+        outgoing(*memory, *control, static_cast<int>(local.size()), options.max_pooled_regions,
+                 options.max_pooled_bytes),
         imported(*memory, options.max_open_regions) {}
 
   bool is_local(int peer) const {
@@ -218,9 +219,9 @@ WorkPtr NodeLocalBackend::send(const Tensor& tensor, int dst, int tag) {
     encode_frame({FrameKind::Region, nbytes, tensor.byte_offset(), token, in_place.handle}, header_of(message));
     return std::make_shared<AwaitAck>(state_, dst, token, control_->send(message, dst, tag), tensor);
   }
-  state.wait_for("send to rank " + std::to_string(dst) + " (" + std::to_string(state.options.max_pending) +
-                     " earlier sends still wait for it to take them)",
-                 [&] { return state.outgoing.pending_copies(dst) < state.options.max_pending; });
+  state.wait_for("send to rank " + std::to_string(dst) + " (earlier sends still wait for it to take them)", [&] {
+    return state.outgoing.has_room(dst, nbytes, state.options.max_pending, state.options.max_pending_bytes);
+  });
   ExportedRegion region = state.outgoing.take(nbytes);
   state.memory->copy_in(tensor, region);
   const RegionHandle handle = region.handle;

@@ -7,8 +7,8 @@
 // - A payload already in this transport's memory (a tree packed into allocate_message_buffer's
 //   memory) is sent as it is, and the send completes when the receiver has copied it.
 // - Any other payload is copied into a pooled region first, and the send completes when the frame
-//   is out (like MPI's eager sends); at most `max_pending` such copies per peer wait for their
-//   acknowledgement before a new send waits for one.
+//   is out (like MPI's eager sends); at most `max_pending` such copies (and `max_pending_bytes`)
+//   per peer wait for their acknowledgement before a new send waits for one.
 // Peers not on the node, and every collective, go to `fallback`. A receive from kAnySource matches
 // frames and the fallback's plain messages alike, in order (both travel on `control`'s
 // communicator); for CUDA memory it is supported only where every peer is node-local.
@@ -33,8 +33,12 @@ struct NodeLocalOptions {
   std::chrono::milliseconds timeout = std::chrono::minutes(10);  // the group's: bounds every wait
   std::uint64_t max_message_bytes = std::uint64_t{1} << 30;      // the group's: bounds recv_message
   std::size_t inline_bytes = std::size_t{8} << 10;               // payloads up to this travel in the frame
-  std::size_t max_pending = 16;                                  // copies per peer awaiting their acknowledgement
-  std::size_t max_pooled_regions = 8;
+  // Copies per peer awaiting their acknowledgement, in number and in bytes (one is always allowed).
+  std::size_t max_pending = 16;
+  std::size_t max_pending_bytes = std::size_t{256} << 20;
+  // Free regions kept for the next copies: enough for a stream of max_pending transfers.
+  std::size_t max_pooled_regions = 20;
+  std::size_t max_pooled_bytes = std::size_t{256} << 20;
   std::size_t max_open_regions = 64;
 };
 

@@ -1,8 +1,10 @@
 #include "transport/shm/outgoing_regions.hpp"
 
+#include <chrono>
 #include <string>
 #include <utility>
 
+#include "core/wait_bounded.hpp"
 #include "transport/shm/frame.hpp"
 #include "tensortree/error.hpp"
 
@@ -19,8 +21,23 @@ std::size_t region_size(std::size_t nbytes) {
 
 }  // namespace
 
-OutgoingRegions::OutgoingRegions(ShareableMemory& memory, Backend& control, int peers, std::size_t max_pooled)
-    : memory_(memory), control_(control), max_pooled_(max_pooled), peers_(static_cast<std::size_t>(peers)) {}
+OutgoingRegions::OutgoingRegions(ShareableMemory& memory, Backend& control, int peers, std::size_t max_pooled,
+                                 std::size_t max_pooled_bytes)
+    : memory_(memory),
+      control_(control),
+      max_pooled_(max_pooled),
+      max_pooled_bytes_(max_pooled_bytes),
+      peers_(static_cast<std::size_t>(peers)) {}
+
+OutgoingRegions::~OutgoingRegions() {
+  // Acknowledgements come within microseconds of the receive; a peer that never sends one (it died,
+  // or never received) costs at most this, once.
+  constexpr auto kLongestDrain = std::chrono::seconds(2);
+  const auto deadline = WaitClock::now() + kLongestDrain;
+  for (Peer& peer : peers_) {
+    for (AckReceive& receive : peer.receives) poll_until([&] { return receive.work->is_completed(); }, deadline);
+  }
+}
 
 ExportedRegion OutgoingRegions::take(std::size_t nbytes) {
   {
@@ -29,6 +46,7 @@ ExportedRegion OutgoingRegions::take(std::size_t nbytes) {
     const auto fit = pool_.lower_bound(nbytes);
     if (fit != pool_.end() && fit->first <= 2 * region_size(nbytes)) {
       ExportedRegion region = std::move(fit->second);
+      pooled_bytes_ -= fit->first;
       pool_.erase(fit);
       return region;
     }
@@ -42,7 +60,11 @@ std::uint64_t OutgoingRegions::expect_ack(int peer, ExportedRegion region, bool 
   const std::lock_guard lock(mutex_);
   Peer& state = peers_[static_cast<std::size_t>(peer)];
   const std::uint64_t token = next_token_++;
-  state.pending.emplace(token, Pending{std::move(region), pooled, false, false});
+  if (pooled) {
+    state.pending_copies += 1;
+    state.pending_bytes += region.storage->nbytes();
+  }
+  state.pending.emplace(token, Pending{std::move(region), pooled, false});
   state.receives.push_back({std::move(work), std::move(bytes)});
   return token;
 }
@@ -67,17 +89,25 @@ void OutgoingRegions::collect_locked(int peer) {
                         std::to_string(ack.token) + ", which is not waiting for one");
     }
     found->second.acked = true;
-    found->second.copied = ack.copied;
     if (found->second.pooled) {
-      release_locked(found->second);
+      release_locked(state, found->second);
       state.pending.erase(found);
     }
   }
 }
 
-void OutgoingRegions::release_locked(Pending& pending) {
-  if (pool_.size() >= max_pooled_) pool_.erase(pool_.begin());
-  pool_.emplace(pending.region.storage->nbytes(), std::move(pending.region));
+// Back to the pool, making room by dropping the smallest free regions (a larger one serves more).
+void OutgoingRegions::release_locked(Peer& peer, Pending& pending) {
+  const std::size_t nbytes = pending.region.storage->nbytes();
+  peer.pending_copies -= 1;
+  peer.pending_bytes -= nbytes;
+  if (nbytes > max_pooled_bytes_) return;
+  while (!pool_.empty() && (pool_.size() >= max_pooled_ || pooled_bytes_ + nbytes > max_pooled_bytes_)) {
+    pooled_bytes_ -= pool_.begin()->first;
+    pool_.erase(pool_.begin());
+  }
+  pooled_bytes_ += nbytes;
+  pool_.emplace(nbytes, std::move(pending.region));
 }
 
 bool OutgoingRegions::acknowledged(int peer, std::uint64_t token) {
@@ -86,19 +116,18 @@ bool OutgoingRegions::acknowledged(int peer, std::uint64_t token) {
   Peer& state = peers_[static_cast<std::size_t>(peer)];
   const auto found = state.pending.find(token);
   if (found == state.pending.end() || !found->second.acked) return false;
-  const bool copied = found->second.copied;
+  // A refusal is the receiver's error, as a message MPI delivered but the receiver rejected: the
+  // send itself succeeded.
   state.pending.erase(found);
-  if (!copied) {
-    throw BackendError("node-local transport: rank " + std::to_string(peer) +
-                       " could not read the shared memory of this send (its error says why)");
-  }
   return true;
 }
 
-std::size_t OutgoingRegions::pending_copies(int peer) {
+bool OutgoingRegions::has_room(int peer, std::size_t nbytes, std::size_t max_count, std::size_t max_bytes) {
   const std::lock_guard lock(mutex_);
   collect_locked(peer);
-  return peers_[static_cast<std::size_t>(peer)].pending.size();
+  const Peer& state = peers_[static_cast<std::size_t>(peer)];
+  if (state.pending_copies == 0) return true;
+  return state.pending_copies < max_count && state.pending_bytes + nbytes <= max_bytes;
 }
 
 }  // namespace tensortree::detail

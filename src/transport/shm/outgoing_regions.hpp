@@ -19,8 +19,16 @@ namespace tensortree::detail {
 
 class OutgoingRegions {
  public:
-  // `control` carries the acknowledgements (kAckTag); `max_pooled` free regions are kept.
-  OutgoingRegions(ShareableMemory& memory, Backend& control, int peers, std::size_t max_pooled);
+  // `control` carries the acknowledgements (kAckTag); free regions are kept up to `max_pooled` of
+  // them and `max_pooled_bytes` together.
+  OutgoingRegions(ShareableMemory& memory, Backend& control, int peers, std::size_t max_pooled,
+                  std::size_t max_pooled_bytes);
+  OutgoingRegions(const OutgoingRegions&) = delete;
+  OutgoingRegions& operator=(const OutgoingRegions&) = delete;
+  // Waits (a little) for the acknowledgements still on their way rather than cancelling their
+  // receives: one that arrived after its receive was cancelled would reach the communicator after
+  // it is freed, where MPI may reuse its id for a later group, out of sequence there.
+  ~OutgoingRegions();
 
   // A free region of at least `nbytes`, from the pool or new.
   ExportedRegion take(std::size_t nbytes);
@@ -31,18 +39,19 @@ class OutgoingRegions {
 
   // Takes in every acknowledgement from `peer` that has arrived. Rethrows a failed receive of one.
   void collect(int peer);
-  // Whether the transfer `token` to `peer` was acknowledged (collecting first); BackendError when
-  // the receiver refused it. True once for each token: the record is dropped.
+  // Whether the transfer `token` to `peer` was acknowledged, copied or refused (collecting first).
+  // True once for each token: the record is dropped.
   bool acknowledged(int peer, std::uint64_t token);
-  // Copies to `peer` still waiting for their acknowledgement.
-  std::size_t pending_copies(int peer);
+  // Whether `peer` may take one more copy of `nbytes` while fewer than `max_count` copies, holding
+  // fewer than `max_bytes` together, wait for its acknowledgements (collecting first). One copy is
+  // always allowed, however large.
+  bool has_room(int peer, std::size_t nbytes, std::size_t max_count, std::size_t max_bytes);
 
  private:
   struct Pending {
     ExportedRegion region;
     bool pooled = false;
     bool acked = false;
-    bool copied = false;
   };
   struct AckReceive {
     WorkPtr work;
@@ -51,14 +60,18 @@ class OutgoingRegions {
   struct Peer {
     std::deque<AckReceive> receives;
     std::map<std::uint64_t, Pending> pending;
+    std::size_t pending_copies = 0;
+    std::size_t pending_bytes = 0;
   };
 
   void collect_locked(int peer);
-  void release_locked(Pending& pending);
+  void release_locked(Peer& peer, Pending& pending);
 
   ShareableMemory& memory_;
   Backend& control_;
   std::size_t max_pooled_;
+  std::size_t max_pooled_bytes_;
+  std::size_t pooled_bytes_ = 0;
   std::mutex mutex_;
   std::vector<Peer> peers_;
   std::multimap<std::size_t, ExportedRegion> pool_;
