@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "core/pack_plan.hpp"
 #include "core/strided_view.hpp"
@@ -27,6 +28,61 @@ void free_pinned(void* ptr) noexcept;
 
 // Synchronous copy between any two of host, pinned host and device memory (unified addressing).
 void copy_bytes(void* dst, const void* src, std::size_t nbytes);
+
+// A CUDA stream for copies that overlap host work (staging). It is a blocking stream: its work
+// starts after what the legacy default stream had queued, as a cudaMemcpy's would. Move-only.
+class CopyStream {
+ public:
+  CopyStream() = default;
+  explicit CopyStream(int device);
+  CopyStream(CopyStream&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)), device_(other.device_) {}
+  CopyStream& operator=(CopyStream&& other) noexcept {
+    std::swap(handle_, other.handle_);
+    std::swap(device_, other.device_);
+    return *this;
+  }
+  CopyStream(const CopyStream&) = delete;
+  CopyStream& operator=(const CopyStream&) = delete;
+  ~CopyStream();
+
+  int device() const { return device_; }
+  // Queues a copy between any two of pinned host and device memory; returns at once.
+  void copy_async(void* dst, const void* src, std::size_t nbytes) const;
+
+ private:
+  friend class CopyEvent;
+  void* handle_ = nullptr;  // cudaStream_t
+  int device_ = -1;
+};
+
+// Marks a point in a CopyStream, to learn without blocking when the copies before it have finished.
+class CopyEvent {
+ public:
+  CopyEvent() = default;
+  explicit CopyEvent(int device);
+  CopyEvent(CopyEvent&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)), device_(other.device_) {}
+  CopyEvent& operator=(CopyEvent&& other) noexcept {
+    std::swap(handle_, other.handle_);
+    std::swap(device_, other.device_);
+    return *this;
+  }
+  CopyEvent(const CopyEvent&) = delete;
+  CopyEvent& operator=(const CopyEvent&) = delete;
+  ~CopyEvent();
+
+  // Marks the end of what `stream` has queued so far (replacing an earlier mark).
+  void record(const CopyStream& stream);
+  // Whether everything before the mark has finished (true when never recorded). Never blocks.
+  bool done() const;
+  // Blocks until everything before the mark has finished.
+  void wait() const;
+  // As wait(), for destructors: errors are ignored.
+  void wait_quietly() const noexcept;
+
+ private:
+  void* handle_ = nullptr;  // cudaEvent_t
+  int device_ = -1;
+};
 
 // Element-wise copy between two strided views of the same shape on one device, in one launch.
 void copy_strided(const detail::StridedView& dst, const detail::StridedView& src,

@@ -26,6 +26,16 @@ void copy_strided(const detail::StridedView&, const detail::StridedView&, std::s
   built_without_cuda("device copies");
 }
 
+CopyStream::CopyStream(int) { built_without_cuda("CUDA streams"); }
+CopyStream::~CopyStream() = default;
+void CopyStream::copy_async(void*, const void*, std::size_t) const { built_without_cuda("device copies"); }
+CopyEvent::CopyEvent(int) { built_without_cuda("CUDA events"); }
+CopyEvent::~CopyEvent() = default;
+void CopyEvent::record(const CopyStream&) { built_without_cuda("CUDA events"); }
+bool CopyEvent::done() const { return true; }
+void CopyEvent::wait() const {}
+void CopyEvent::wait_quietly() const noexcept {}
+
 void pack(detail::PackDirection, std::span<const detail::PackSegment>,
           std::span<const detail::StridedView>, std::byte*, std::uint64_t, int) {
   built_without_cuda("device packing");
