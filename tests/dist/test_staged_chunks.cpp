@@ -1,0 +1,190 @@
+// StagedBackend's chunks, on host tensors (the same code cuts CUDA tensors, with device copies
+// queued on streams instead of memcpy): a tiny chunk size makes every message below travel as many
+// host messages, and every element is checked on every rank. Tags are distinct per test case so
+// that a chunk left over by a failing case cannot be taken by the next one.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "ops_test_support.hpp"
+#include "transport/staged/staged_backend.hpp"
+
+using namespace tensortree;
+using namespace tensortree::test;
+
+namespace {
+
+// Not a multiple of any itemsize: byte chunks split elements, reductions round down to whole ones.
+constexpr std::size_t kChunkBytes = 28;
+constexpr std::int64_t kElements = 301;  // 1204 float32 bytes: 43 chunks
+
+Backend& host_backend() { return context().world().backend(Device::cpu()); }
+
+detail::StagedBackend staged_backend() { return detail::StagedBackend(host_backend(), {.chunk_bytes = kChunkBytes}); }
+
+ValueAt shifted(int rank, std::int64_t shift) {
+  return [rank, shift](std::int64_t i) { return rank_value(rank, i + shift); };
+}
+
+}  // namespace
+
+TEST_CASE("staged chunks: a message longer than a chunk travels as chunk-sized host messages on its tag",
+          "[staged][chunks]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  constexpr int kTag = 71;
+  constexpr std::int64_t kBytes = 100;  // chunks of 28, 28, 28 and 16 bytes
+  if (me == 0) {
+    staged.send(make_tensor({kBytes}, DType::UInt8, [](std::int64_t i) { return static_cast<double>(i + 1); }), 1, kTag)
+        ->wait();
+  } else if (me == 1) {
+    // The host backend, receiving chunk by chunk, sees exactly the chunks the receiving end expects.
+    for (std::int64_t start = 0; start < kBytes; start += static_cast<std::int64_t>(kChunkBytes)) {
+      const std::int64_t length = std::min<std::int64_t>(static_cast<std::int64_t>(kChunkBytes), kBytes - start);
+      const Tensor chunk = Tensor::zeros({length}, {DType::UInt8});
+      host_backend().recv(chunk, 0, kTag)->wait();
+      CHECK(mismatch(chunk, DType::UInt8, {length}, [start](std::int64_t i) { return static_cast<double>(start + i + 1); }) ==
+            "");
+    }
+  }
+  (void)size;
+  barrier();
+}
+
+TEST_CASE("staged chunks: a message no longer than a chunk stays one host message", "[staged][chunks]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  constexpr int kTag = 72;
+  if (me == 0) {
+    staged.send(make_tensor({7}, DType::Float32, values_of(me)), 1, kTag)->wait();  // 28 bytes
+  } else if (me == 1) {
+    const Tensor whole = Tensor::zeros({7}, {DType::Float32});
+    host_backend().recv(whole, 0, kTag)->wait();
+    CHECK(mismatch(whole, DType::Float32, {7}, values_of(0)) == "");
+  }
+  barrier();
+}
+
+TEST_CASE("staged chunks: send and recv around a ring, two messages on one tag in flight at once",
+          "[staged][chunks][p2p]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  constexpr int kTag = 73;
+  const int right = (me + 1) % size;
+  const int left = (me + size - 1) % size;
+  const Tensor first_out = make_tensor({kElements}, DType::Float32, shifted(me, 0));
+  const Tensor second_out = make_tensor({kElements + 5}, DType::Int64, shifted(me, 400));
+  const Tensor first_in = Tensor::zeros({kElements}, {DType::Float32});
+  const Tensor second_in = Tensor::zeros({kElements + 5}, {DType::Int64});
+  // Both sends are posted before either receive, and the receives are waited for in reverse order:
+  // their chunks still pair up message by message.
+  const WorkPtr first_sent = staged.send(first_out, right, kTag);
+  const WorkPtr second_sent = staged.send(second_out, right, kTag);
+  const WorkPtr first_received = staged.recv(first_in, left, kTag);
+  const WorkPtr second_received = staged.recv(second_in, left, kTag);
+  second_received->wait();
+  first_received->wait();
+  first_sent->wait();
+  second_sent->wait();
+  CHECK(mismatch(first_in, DType::Float32, {kElements}, shifted(left, 0)) == "");
+  CHECK(mismatch(second_in, DType::Int64, {kElements + 5}, shifted(left, 400)) == "");
+}
+
+TEST_CASE("staged chunks: a batch of leaves on one tag arrives leaf by leaf", "[staged][chunks][p2p]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  constexpr int kTag = 74;
+  const int right = (me + 1) % size;
+  const int left = (me + size - 1) % size;
+  // Leaves shorter and longer than a chunk, mixed, as a tree sent leaf by leaf posts them.
+  const std::vector<std::int64_t> lengths{kElements, 3, 50, 7, kElements / 2};
+  std::vector<P2POp> ops;
+  std::vector<Tensor> received;
+  for (std::size_t leaf = 0; leaf < lengths.size(); ++leaf) {
+    const auto shift = static_cast<std::int64_t>(100 * leaf);
+    ops.push_back({P2POp::Kind::Send, make_tensor({lengths[leaf]}, DType::Float64, shifted(me, shift)), right, kTag});
+  }
+  for (std::int64_t length : lengths) {
+    received.push_back(Tensor::zeros({length}, {DType::Float64}));
+    ops.push_back({P2POp::Kind::Recv, received.back(), left, kTag});
+  }
+  staged.batch_p2p(ops)->wait();
+  for (std::size_t leaf = 0; leaf < lengths.size(); ++leaf) {
+    INFO("leaf " << leaf);
+    CHECK(mismatch(received[leaf], DType::Float64, {lengths[leaf]}, shifted(left, static_cast<std::int64_t>(100 * leaf))) ==
+          "");
+  }
+}
+
+TEST_CASE("staged chunks: receives from any source take each sender's chunks whole", "[staged][chunks][p2p]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  constexpr int kTag = 75;
+  if (me != 0) {
+    staged.send(make_tensor({kElements}, DType::Int32, shifted(me, 0)), 0, kTag)->wait();
+  } else {
+    // Every receive is posted before any is waited for: each later one first lets the one before
+    // it learn its sender, so no receive takes a chunk of another's message.
+    std::vector<Tensor> landed;
+    std::vector<WorkPtr> works;
+    for (int i = 1; i < size; ++i) {
+      landed.push_back(Tensor::zeros({kElements}, {DType::Int32}));
+      works.push_back(staged.recv(landed.back(), kAnySource, kTag));
+    }
+    std::vector<int> senders;
+    for (std::size_t i = works.size(); i-- > 0;) {
+      works[i]->wait();
+      const int sender = works[i]->source_rank();
+      senders.push_back(sender);
+      INFO("receive " << i << ", from rank " << sender);
+      CHECK(mismatch(landed[i], DType::Int32, {kElements}, shifted(sender, 0)) == "");
+    }
+    std::sort(senders.begin(), senders.end());
+    std::vector<int> everyone_else;
+    for (int r = 1; r < size; ++r) everyone_else.push_back(r);
+    CHECK(senders == everyone_else);
+  }
+  barrier();
+}
+
+TEST_CASE("staged chunks: broadcast from a non-zero root", "[staged][chunks][collective]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int root = staged.size() - 1;
+  const Tensor tensor = make_tensor({kElements}, DType::Float64, shifted(me, 0));
+  staged.broadcast(tensor, root)->wait();
+  CHECK(mismatch(tensor, DType::Float64, {kElements}, shifted(root, 0)) == "");
+}
+
+TEST_CASE("staged chunks: all_reduce and reduce, chunk by chunk of whole elements", "[staged][chunks][collective]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  const int root = size - 1;
+  const auto sum_over_ranks = [size](std::int64_t i) {
+    double sum = 0;
+    for (int r = 0; r < size; ++r) sum += rank_value(r, i);
+    return sum;
+  };
+  for (DType dtype : {DType::Float64, DType::Int32, DType::Int16}) {
+    INFO("dtype " << dtype_name(dtype));
+    const Tensor summed = make_tensor({kElements}, dtype, values_of(me));
+    const Tensor maximum = make_tensor({kElements}, dtype, values_of(me));
+    const Tensor reduced = make_tensor({kElements}, dtype, values_of(me));
+    // Two collectives in flight, waited for in reverse order.
+    const WorkPtr summing = staged.all_reduce(summed, ReduceOp::Sum);
+    const WorkPtr maximising = staged.all_reduce(maximum, ReduceOp::Max);
+    maximising->wait();
+    summing->wait();
+    staged.reduce(reduced, root, ReduceOp::Sum)->wait();
+    CHECK(mismatch(summed, dtype, {kElements}, sum_over_ranks) == "");
+    CHECK(mismatch(maximum, dtype, {kElements}, values_of(size - 1)) == "");
+    // Off the root the tensor is the rank's own, untouched.
+    CHECK(mismatch(reduced, dtype, {kElements}, me == root ? ValueAt(sum_over_ranks) : values_of(me)) == "");
+  }
+}
