@@ -1,0 +1,206 @@
+// CUDA trees between 2 and 3 ranks on one GPU (meson runs this program under mpiexec): send/recv,
+// isend/irecv (consolidated and leaf by leaf), init_remote, broadcast and all_gather of nested
+// trees with several dtypes, a strided leaf and a leaf longer than a staging chunk. Values depend
+// on the sending rank and every element is checked on the CPU. The test does not care which
+// transport the group picked for CUDA tensors (NCCL refuses two ranks on one GPU: staging, or
+// another same-node transport); it checks only what arrives.
+//
+// Its own main: without a CUDA device every rank exits 77 before MPI starts, so mpiexec exits 77
+// and Meson reports SKIP; otherwise every rank runs every case and the job fails if any rank fails.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include "tensortree/config.hpp"
+#include "tensortree/device.hpp"
+
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#if TT_HAVE_MPI
+
+#include "tensortree/dist_context.hpp"
+#include "tensortree/dist_ops.hpp"
+#include "tensortree/path.hpp"
+#include "tensortree/tree.hpp"
+
+using namespace tensortree;
+
+namespace {
+
+std::unique_ptr<DistributedContext>& context_slot() {
+  static std::unique_ptr<DistributedContext> context;
+  return context;
+}
+
+const DistributedContext& context() { return *context_slot(); }
+const Group& world() { return context().world(); }
+Device gpu() { return context().device(); }
+
+// Rank `rank`'s tree (rank < 3): nested keys, six dtypes, a transposed (strided) leaf, and
+// "frames" of 1.6 MB, longer than a staging chunk. Values start at 1000 * (rank + 1) + `salt`
+// (uint8: 20 + 60 * rank + salt, below 256 throughout): never zero, distinct per rank and salt,
+// exact in every dtype used.
+TensorTree tree_of(int rank, double salt, Device device) {
+  const double start = 1000.0 * (rank + 1) + salt;
+  TensorTree tree(Shape{4});
+  tree.set("obs.pixels", Tensor::arange({4, 3, 2, 2}, 20.0 + 60.0 * rank + salt, 1, {DType::UInt8, device}));
+  tree.set("obs.frames", Tensor::arange({4, 100000}, start, 1, {DType::Int32, device}));
+  tree.set("action", Tensor::arange({4}, start + 7, 3, {DType::Int64, device}));
+  tree.set("next.reward", Tensor::arange({4}, start + 0.5, 0.25, {DType::Float32, device}));
+  tree.set("next.info.return", Tensor::arange({4, 2}, start + 100, 1, {DType::Float64, device}));
+  tree.set("next.info.mask", Tensor::arange({4, 5}, start, 1, {DType::Int16, device}));
+  tree.set("transposed", Tensor::arange({5, 4}, start + 40, 1, {DType::Float32, device}).transpose(0, 1));
+  return tree;
+}
+
+// Empty when `actual` (any device) holds exactly rank `rank`'s tree with `salt`, element by
+// element; otherwise the first difference, naming the leaf and the element.
+std::string difference(const TensorTree& actual, int rank, double salt) {
+  const TensorTree expected = tree_of(rank, salt, Device::cpu());
+  std::string found;
+  expected.for_each_leaf([&](const Path& path, const Tensor& want) {
+    if (!found.empty()) return;
+    const std::string name = path_str(path);
+    if (!actual.contains(path)) {
+      found = name + " is missing";
+      return;
+    }
+    const Tensor got = actual.get(path).to(Device::cpu()).contiguous();
+    if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
+      found = name + " is " + std::string(dtype_name(got.dtype())) + shape_str(got.shape()) + ", expected " +
+              std::string(dtype_name(want.dtype())) + shape_str(want.shape());
+      return;
+    }
+    const Tensor dense = want.contiguous();
+    for (std::int64_t i = 0; i < dense.numel(); ++i) {
+      if (got.value_at_linear(i) != dense.value_at_linear(i)) {
+        found = name + " element " + std::to_string(i) + " is " + std::to_string(got.value_at_linear(i).real()) +
+                ", expected " + std::to_string(dense.value_at_linear(i).real());
+        return;
+      }
+    }
+  });
+  return found;
+}
+
+// A tree of the same layout on the GPU whose values no sender's match (the salts sent are whole).
+TensorTree landing() { return tree_of(0, 0.5, gpu()); }
+
+int left_of(int rank) { return (rank + world().size() - 1) % world().size(); }
+int right_of(int rank) { return (rank + 1) % world().size(); }
+
+}  // namespace
+
+TEST_CASE("CUDA trees sent and received with blocking calls arrive whole at every rank", "[ranks][cuda][p2p]") {
+  const int me = world().rank();
+  const int size = world().size();
+  // Rank 0 sends to each rank in turn, then each sends back: no two blocking sends face each other.
+  if (me == 0) {
+    for (int r = 1; r < size; ++r) tree_of(0, 1, gpu()).send(r, world());
+    for (int r = 1; r < size; ++r) {
+      TensorTree back = landing();
+      INFO("from rank " << r);
+      CHECK(back.recv(r, world()) == r);
+      CHECK(difference(back, r, 2) == "");
+    }
+  } else {
+    TensorTree received = landing();
+    received.recv(0, world());
+    CHECK(difference(received, 0, 1) == "");
+    tree_of(me, 2, gpu()).send(0, world());
+  }
+}
+
+TEST_CASE("CUDA trees isend/irecv around a ring, consolidated and leaf by leaf, two on one tag",
+          "[ranks][cuda][p2p]") {
+  const int me = world().rank();
+  for (const TransferMode mode : {TransferMode::Consolidated, TransferMode::PerLeaf}) {
+    INFO((mode == TransferMode::Consolidated ? "consolidated" : "per leaf"));
+    const CommOptions options{.tag = 5, .mode = mode};
+    const TensorTree first = tree_of(me, 3, gpu());
+    const TensorTree second = tree_of(me, 4, gpu());
+    TensorTree first_in = landing();
+    TensorTree second_in = landing();
+    const WorkPtr first_sent = first.isend(right_of(me), world(), options);
+    const WorkPtr second_sent = second.isend(right_of(me), world(), options);
+    const WorkPtr first_received = first_in.irecv(left_of(me), world(), options);
+    const WorkPtr second_received = second_in.irecv(left_of(me), world(), options);
+    second_received->wait();
+    first_received->wait();
+    first_sent->wait();
+    second_sent->wait();
+    CHECK(difference(first_in, left_of(me), 3) == "");
+    CHECK(difference(second_in, left_of(me), 4) == "");
+  }
+}
+
+TEST_CASE("CUDA trees from init_remote arrive on the GPU with their layout and values", "[ranks][cuda][p2p]") {
+  const int me = world().rank();
+  const int size = world().size();
+  if (me == 0) {
+    for (int r = 1; r < size; ++r) tree_of(0, 5, gpu()).init_remote(r, world());
+  } else {
+    const TensorTree made = TensorTree::from_remote_init(0, world());
+    CHECK(made.device() == gpu());
+    CHECK(difference(made, 0, 5) == "");
+  }
+}
+
+TEST_CASE("a CUDA tree broadcast from the last rank overwrites every other rank's", "[ranks][cuda][collective]") {
+  const int me = world().rank();
+  const int root = world().size() - 1;
+  for (int round = 0; round < 2; ++round) {  // the second time the layout is known
+    INFO("round " << round);
+    TensorTree tree = tree_of(me, 6 + round, gpu());
+    tree.broadcast(root, world());
+    CHECK(tree.device() == gpu());
+    CHECK(difference(tree, root, 6 + round) == "");
+  }
+}
+
+TEST_CASE("a CUDA tree all_gathered holds every rank's tree in rank order", "[ranks][cuda][collective]") {
+  const int me = world().rank();
+  const std::vector<TensorTree> gathered = tree_of(me, 8, gpu()).all_gather(world());
+  REQUIRE(gathered.size() == static_cast<std::size_t>(world().size()));
+  for (int r = 0; r < world().size(); ++r) {
+    INFO("block of rank " << r);
+    CHECK(gathered[static_cast<std::size_t>(r)].device() == gpu());
+    CHECK(difference(gathered[static_cast<std::size_t>(r)], r, 8) == "");
+  }
+}
+
+namespace {
+
+// Failed test cases summed over the world, so that every rank returns the job's verdict.
+int failures_everywhere(int local) {
+  const Tensor count = Tensor::full({1}, local, {DType::Int32});
+  dist::all_reduce(count, world(), ReduceOp::Sum);
+  return count.data<std::int32_t>()[0];
+}
+
+}  // namespace
+
+#endif  // TT_HAVE_MPI
+
+int main(int argc, char* argv[]) {
+  constexpr int kSkipped = 77;
+  if (tensortree::cuda_device_count() == 0) {
+    std::cout << "GPU tests skipped: no CUDA device found (" << tensortree::build_features() << ")\n";
+    return kSkipped;
+  }
+#if TT_HAVE_MPI
+  context_slot() = std::make_unique<DistributedContext>(&argc, &argv);
+  Catch::Session session;
+  session.configData().useColour = Catch::UseColour::No;
+  if (const int status = session.applyCommandLine(argc, argv); status != 0) return status;
+  const int failed = failures_everywhere(session.run());
+  context_slot().reset();
+  return failed == 0 ? 0 : 1;
+#else
+  std::cout << "GPU tests skipped: built without MPI\n";
+  return kSkipped;
+#endif
+}
