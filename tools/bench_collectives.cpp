@@ -6,7 +6,13 @@
 // and rank counts. Times are the mean over ranks of one call through dist_ops, output allocation
 // included where the operation allocates. Exits 1 when any element was wrong.
 //
+// --staged-vs-host (with --device cuda): every size runs twice in the same run, on CUDA buffers
+// through staging (pinned host memory over MPI, forced with GroupOptions::cuda_transport) and on
+// host buffers over MPI; the column "vs host" is the host row's time over the staged row's (1.0:
+// staging keeps up with host-memory MPI).
+//
 //   mpiexec -n 2 bench_collectives --op all_reduce -b 8 -e 128M -f 2
+//   mpiexec -n 2 bench_collectives --device cuda --staged-vs-host -b 1K -e 64M -f 4
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -56,6 +62,7 @@ struct Options {
   std::string redop = "sum";
   int root = 0;
   std::string device = "cpu";
+  bool staged_vs_host = false;
   bool csv = false;
 };
 
@@ -333,20 +340,47 @@ struct Totals {
   int sizes = 0;
 };
 
-void run_size(const Bench& bench, const Options& options, std::int64_t count, bench::Table& table, Totals& totals) {
+struct Measured {
+  double seconds = 0;
+  std::int64_t wrong = 0;
+};
+
+Measured measure(const Bench& bench, const Options& options, std::int64_t count) {
   Buffers buffers = prepare(bench, count);
   const double seconds = seconds_per_call(bench, buffers, options.warmup, options.iters);
-  const std::int64_t wrong = options.check ? wrong_everywhere(bench, count) : 0;
+  return {seconds, options.check ? wrong_everywhere(bench, count) : 0};
+}
+
+// The row of one measurement, nccl-tests' columns; counted into `totals`.
+std::vector<std::string> row_of(const Bench& bench, const Options& options, std::int64_t count, const Measured& measured,
+                                Totals& totals) {
   const auto bytes = static_cast<double>(count) * static_cast<double>(itemsize(bench.dtype));
-  const double algbw = bytes / seconds / 1e9;
+  const double algbw = bytes / measured.seconds / 1e9;
   const double busbw = algbw * bus_factor(bench.op, bench.ranks);
-  totals.wrong += wrong;
+  totals.wrong += measured.wrong;
   totals.busbw_sum += busbw;
   ++totals.sizes;
-  table.add({std::to_string(static_cast<std::int64_t>(bytes)), std::to_string(count),
-             std::string(dtype_name(bench.dtype)), reduces(bench.op) ? options.redop : "none",
-             std::to_string(rooted(bench.op) ? bench.root : -1), bench::fixed(seconds * 1e6, 2),
-             bench::fixed(algbw, 3), bench::fixed(busbw, 3), options.check ? std::to_string(wrong) : "N/A"});
+  return {std::to_string(static_cast<std::int64_t>(bytes)), std::to_string(count),
+          std::string(dtype_name(bench.dtype)), reduces(bench.op) ? options.redop : "none",
+          std::to_string(rooted(bench.op) ? bench.root : -1), bench::fixed(measured.seconds * 1e6, 2),
+          bench::fixed(algbw, 3), bench::fixed(busbw, 3), options.check ? std::to_string(measured.wrong) : "N/A"};
+}
+
+void run_size(const Bench& bench, const Options& options, std::int64_t count, bench::Table& table, Totals& totals) {
+  table.add(row_of(bench, options, count, measure(bench, options, count), totals));
+}
+
+// The same size on CUDA buffers through staging, then on host buffers: two rows.
+void run_size_staged_vs_host(const Bench& staged, const Bench& host, const Options& options, std::int64_t count,
+                             bench::Table& table, Totals& totals) {
+  const Measured on_staging = measure(staged, options, count);
+  const Measured on_host = measure(host, options, count);
+  std::vector<std::string> staged_row = row_of(staged, options, count, on_staging, totals);
+  staged_row.insert(staged_row.end(), {"cuda staged", bench::fixed(on_host.seconds / on_staging.seconds, 2)});
+  std::vector<std::string> host_row = row_of(host, options, count, on_host, totals);
+  host_row.insert(host_row.end(), {"host", "1.00"});
+  table.add(std::move(staged_row));
+  table.add(std::move(host_row));
 }
 
 // Element count for `bytes`, rounded down to whole blocks where the operation splits per rank.
@@ -359,22 +393,50 @@ std::int64_t next_size(std::int64_t bytes, double factor) {
   return std::max(bytes + 1, static_cast<std::int64_t>(std::llround(static_cast<double>(bytes) * factor)));
 }
 
+// Every rank of the world in a group whose CUDA tensors are staged whatever the placement.
+Group staged_world(const DistributedContext& context) {
+  std::vector<int> everyone(static_cast<std::size_t>(context.size()));
+  for (int r = 0; r < context.size(); ++r) everyone[static_cast<std::size_t>(r)] = r;
+  GroupOptions options = context.world().options();
+  options.cuda_transport = CudaTransport::Staged;
+  return context.new_group(std::move(everyone), options);
+}
+
 // Returns #wrong over every size and rank.
 std::int64_t run_benchmark(const DistributedContext& context, const Options& options, Device device) {
-  const Bench bench{context.world(), context.rank(), context.size(), kOps.at(options.op),
-                    parse_dtype(options.dtype), kRedops.at(options.redop), options.root, device};
-  bench::Table table({"size", "count", "type", "redop", "root", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong"},
-                     options.csv);
+  const Group staged_group = options.staged_vs_host ? staged_world(context) : Group();
+  const Bench bench{options.staged_vs_host ? staged_group : context.world(),
+                    context.rank(),
+                    context.size(),
+                    kOps.at(options.op),
+                    parse_dtype(options.dtype),
+                    kRedops.at(options.redop),
+                    options.root,
+                    device};
+  const Bench on_host{context.world(), bench.rank, bench.ranks, bench.op, bench.dtype, bench.redop, bench.root,
+                      Device::cpu()};
+  std::vector<std::string> columns{"size",     "count",       "type",        "redop", "root",
+                                   "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong"};
+  if (options.staged_vs_host) columns.insert(columns.end(), {"memory", "vs host"});
+  bench::Table table(std::move(columns), options.csv);
   Totals totals;
   for (std::int64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes = next_size(bytes, options.factor)) {
     const std::int64_t count = count_for(bench, bytes);
-    if (count > 0) run_size(bench, options, count, table, totals);
+    if (count <= 0) continue;
+    if (options.staged_vs_host) {
+      run_size_staged_vs_host(bench, on_host, options, count, table, totals);
+    } else {
+      run_size(bench, options, count, table, totals);
+    }
   }
   if (bench.rank != 0) return totals.wrong;
   if (!options.csv) {
     std::printf("# bench_collectives %s: %d ranks, backend %s, device %s, warmup %d, iters %d, check %d\n",
                 options.op.c_str(), bench.ranks, std::string(bench.group.backend(device).name()).c_str(),
                 device.str().c_str(), options.warmup, options.iters, options.check);
+    if (options.staged_vs_host) {
+      std::printf("# host rows: backend %s, device cpu\n", std::string(on_host.group.backend(Device::cpu()).name()).c_str());
+    }
   }
   table.print();
   if (!options.csv) {
@@ -408,6 +470,8 @@ void add_flags(CLI::App& app, Options& options) {
       ->check(CLI::IsMember(kRedops));
   app.add_option("--root", options.root, "root rank of broadcast and reduce");
   app.add_option("--device", options.device, "where the buffers live")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_flag("--staged-vs-host", options.staged_vs_host,
+               "with --device cuda: each size on CUDA buffers through staging and on host buffers, in one run");
   app.add_flag("--csv", options.csv, "print CSV instead of a table");
 }
 
@@ -417,6 +481,10 @@ int main(int argc, char** argv) {
   return mpi_program::run<Options>(
       argc, argv, "Bandwidth of one dist_ops collective over a range of sizes (nccl-tests style); run under mpiexec",
       add_flags, [](const DistributedContext& context, const Options& options) {
+        if (options.staged_vs_host && options.device != "cuda") {
+          mpi_program::complain("--staged-vs-host compares CUDA buffers with host ones: it needs --device cuda");
+          return 2;
+        }
         const auto device = mpi_program::device_named(context, options.device);
         if (!device) return 77;
         return run_benchmark(context, options, *device) == 0 ? 0 : 1;
