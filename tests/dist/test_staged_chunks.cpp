@@ -4,6 +4,7 @@
 // that a chunk left over by a failing case cannot be taken by the next one.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -15,9 +16,10 @@ using namespace tensortree::test;
 
 namespace {
 
-// Not a multiple of any itemsize: byte chunks split elements, reductions round down to whole ones.
-constexpr std::size_t kChunkBytes = 28;
-constexpr std::int64_t kElements = 301;  // 1204 float32 bytes: 43 chunks
+// Odd: byte chunks split elements, reductions round down to whole ones (3 float64, 6 int32, 13 int16).
+constexpr std::size_t kChunkBytes = 27;
+constexpr auto kChunkLength = static_cast<std::int64_t>(kChunkBytes);
+constexpr std::int64_t kElements = 301;  // 1204 float32 bytes: 45 chunks
 
 Backend& host_backend() { return context().world().backend(Device::cpu()); }
 
@@ -33,23 +35,21 @@ TEST_CASE("staged chunks: a message longer than a chunk travels as chunk-sized h
           "[staged][chunks]") {
   detail::StagedBackend staged = staged_backend();
   const int me = staged.rank();
-  const int size = staged.size();
   constexpr int kTag = 71;
-  constexpr std::int64_t kBytes = 100;  // chunks of 28, 28, 28 and 16 bytes
+  constexpr std::int64_t kBytes = 100;  // chunks of 27, 27, 27 and 19 bytes
   if (me == 0) {
     staged.send(make_tensor({kBytes}, DType::UInt8, [](std::int64_t i) { return static_cast<double>(i + 1); }), 1, kTag)
         ->wait();
   } else if (me == 1) {
     // The host backend, receiving chunk by chunk, sees exactly the chunks the receiving end expects.
-    for (std::int64_t start = 0; start < kBytes; start += static_cast<std::int64_t>(kChunkBytes)) {
-      const std::int64_t length = std::min<std::int64_t>(static_cast<std::int64_t>(kChunkBytes), kBytes - start);
+    for (std::int64_t start = 0; start < kBytes; start += kChunkLength) {
+      const std::int64_t length = std::min(kChunkLength, kBytes - start);
       const Tensor chunk = Tensor::zeros({length}, {DType::UInt8});
       host_backend().recv(chunk, 0, kTag)->wait();
       CHECK(mismatch(chunk, DType::UInt8, {length}, [start](std::int64_t i) { return static_cast<double>(start + i + 1); }) ==
             "");
     }
   }
-  (void)size;
   barrier();
 }
 
@@ -57,12 +57,13 @@ TEST_CASE("staged chunks: a message no longer than a chunk stays one host messag
   detail::StagedBackend staged = staged_backend();
   const int me = staged.rank();
   constexpr int kTag = 72;
+  const ValueAt small_values = [](std::int64_t i) { return static_cast<double>(3 * i + 5); };
   if (me == 0) {
-    staged.send(make_tensor({7}, DType::Float32, values_of(me)), 1, kTag)->wait();  // 28 bytes
+    staged.send(make_tensor({kChunkLength}, DType::UInt8, small_values), 1, kTag)->wait();
   } else if (me == 1) {
-    const Tensor whole = Tensor::zeros({7}, {DType::Float32});
+    const Tensor whole = Tensor::zeros({kChunkLength}, {DType::UInt8});
     host_backend().recv(whole, 0, kTag)->wait();
-    CHECK(mismatch(whole, DType::Float32, {7}, values_of(0)) == "");
+    CHECK(mismatch(whole, DType::UInt8, {kChunkLength}, small_values) == "");
   }
   barrier();
 }
