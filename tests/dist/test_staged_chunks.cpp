@@ -53,6 +53,44 @@ TEST_CASE("staged chunks: a message longer than a chunk travels as chunk-sized h
   barrier();
 }
 
+TEST_CASE("staged chunks: a message a whole number of chunks long ends with an empty chunk", "[staged][chunks]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  constexpr int kTag = 76;
+  constexpr std::int64_t kBytes = 2 * kChunkLength;
+  const ValueAt byte_values = [](std::int64_t i) { return static_cast<double>(i + 9); };
+  if (me == 0) {
+    staged.send(make_tensor({kBytes}, DType::UInt8, byte_values), 1, kTag)->wait();
+  } else if (me == 1) {
+    for (const std::int64_t start : {std::int64_t{0}, kChunkLength}) {
+      const Tensor chunk = Tensor::zeros({kChunkLength}, {DType::UInt8});
+      host_backend().recv(chunk, 0, kTag)->wait();
+      CHECK(mismatch(chunk, DType::UInt8, {kChunkLength}, [&](std::int64_t i) { return byte_values(start + i); }) ==
+            "");
+    }
+    host_backend().recv(Tensor::zeros({0}, {DType::UInt8}), 0, kTag)->wait();
+  }
+  barrier();
+}
+
+TEST_CASE("staged chunks: a receive expecting fewer whole chunks than were sent fails instead of keeping a prefix",
+          "[staged][chunks]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  constexpr int kTag = 77;
+  const ValueAt byte_values = [](std::int64_t i) { return static_cast<double>(i % 200 + 1); };
+  if (me == 0) {
+    staged.send(make_tensor({3 * kChunkLength}, DType::UInt8, byte_values), 1, kTag)->wait();
+  } else if (me == 1) {
+    const Tensor shorter = Tensor::zeros({2 * kChunkLength}, {DType::UInt8});
+    CHECK_THROWS_AS(staged.recv(shorter, 0, kTag)->wait(), InvalidArgument);
+    // The failed receive's empty end took the sender's third chunk (and failed on it); the
+    // sender's own empty end is still to be received.
+    host_backend().recv(Tensor::zeros({0}, {DType::UInt8}), 0, kTag)->wait();
+  }
+  barrier();
+}
+
 TEST_CASE("staged chunks: a message no longer than a chunk stays one host message", "[staged][chunks]") {
   detail::StagedBackend staged = staged_backend();
   const int me = staged.rank();

@@ -104,13 +104,20 @@ class ChunkedWork final : public Work {
   // Starts one chunk's host operation on `chunk` (a view of the pinned buffer) with `peer`.
   using Start = std::function<WorkPtr(const Tensor& chunk, int peer)>;
 
+  // How a message ends. Point to point, its last chunk is always shorter than a chunk (empty when
+  // the length is a multiple of it), so that a receiver expecting a different length gets a
+  // chunk of the wrong length and fails instead of keeping a prefix. Collectives have equal
+  // lengths on every rank (dist_ops checks them) and need no such end.
+  enum class End : unsigned char { Short, Exact };
+
   // `user` is the caller's tensor, flat; the pinned buffer is made alike.
-  ChunkedWork(Tensor user, std::size_t chunk_bytes, std::shared_ptr<const StagedBackend::DeviceStreams> streams,
+  ChunkedWork(Tensor user, std::size_t chunk_bytes, End end, std::shared_ptr<const StagedBackend::DeviceStreams> streams,
               bool copy_back, Start start, int peer)
       : user_(std::move(user)),
         staging_(pinned_tensor(user_.dtype(), {user_.numel()}, user_.nbytes())),
         chunk_elements_(std::max<std::int64_t>(1, static_cast<std::int64_t>(chunk_bytes / user_.itemsize()))),
-        count_((user_.numel() + chunk_elements_ - 1) / chunk_elements_),
+        count_(end == End::Short ? user_.numel() / chunk_elements_ + 1
+                                 : (user_.numel() + chunk_elements_ - 1) / chunk_elements_),
         streams_(std::move(streams)),
         copy_back_(copy_back),
         start_(std::move(start)),
@@ -300,7 +307,7 @@ WorkPtr StagedBackend::broadcast(const Tensor& tensor, int root) {
   if (chunked(tensor)) {
     const bool sending = rank() == root;
     auto work = std::make_shared<ChunkedWork>(
-        flat_bytes(tensor), options_.chunk_bytes, streams_for(tensor), !sending,
+        flat_bytes(tensor), options_.chunk_bytes, ChunkedWork::End::Exact, streams_for(tensor), !sending,
         [this, root](const Tensor& chunk, int) { return host_.broadcast(chunk, root); }, root);
     work->post(sending, 0, work->count());
     return work;
@@ -314,7 +321,7 @@ WorkPtr StagedBackend::all_reduce(const Tensor& tensor, ReduceOp op) {
   if (chunked(tensor)) {
     // Reductions are element-wise: each chunk of whole elements reduces on its own.
     auto work = std::make_shared<ChunkedWork>(
-        flat(tensor), options_.chunk_bytes, streams_for(tensor), true,
+        flat(tensor), options_.chunk_bytes, ChunkedWork::End::Exact, streams_for(tensor), true,
         [this, op](const Tensor& chunk, int) { return host_.all_reduce(chunk, op); }, -1);
     work->post(true, 0, work->count());
     return work;
@@ -327,7 +334,7 @@ WorkPtr StagedBackend::all_reduce(const Tensor& tensor, ReduceOp op) {
 WorkPtr StagedBackend::reduce(const Tensor& tensor, int root, ReduceOp op) {
   if (chunked(tensor)) {
     auto work = std::make_shared<ChunkedWork>(
-        flat(tensor), options_.chunk_bytes, streams_for(tensor), rank() == root,
+        flat(tensor), options_.chunk_bytes, ChunkedWork::End::Exact, streams_for(tensor), rank() == root,
         [this, root, op](const Tensor& chunk, int) { return host_.reduce(chunk, root, op); }, root);
     work->post(true, 0, work->count());
     return work;
@@ -377,7 +384,7 @@ WorkPtr StagedBackend::all_to_all(const Tensor& output, const Tensor& input,
 WorkPtr StagedBackend::send(const Tensor& tensor, int dst, int tag) {
   if (chunked(tensor)) {
     auto work = std::make_shared<ChunkedWork>(
-        flat_bytes(tensor), options_.chunk_bytes, streams_for(tensor), false,
+        flat_bytes(tensor), options_.chunk_bytes, ChunkedWork::End::Short, streams_for(tensor), false,
         [this, tag](const Tensor& chunk, int peer) { return host_.send(chunk, peer, tag); }, dst);
     work->post(true, 0, work->count());
     return work;
@@ -388,7 +395,7 @@ WorkPtr StagedBackend::send(const Tensor& tensor, int dst, int tag) {
 
 WorkPtr StagedBackend::chunked_recv(const Tensor& tensor, int src, int tag) {
   auto work = std::make_shared<ChunkedWork>(
-      flat_bytes(tensor), options_.chunk_bytes, streams_for(tensor), true,
+      flat_bytes(tensor), options_.chunk_bytes, ChunkedWork::End::Short, streams_for(tensor), true,
       [this, tag](const Tensor& chunk, int peer) { return host_.recv(chunk, peer, tag); }, src);
   if (src != kAnySource) {
     work->post(false, 0, work->count());

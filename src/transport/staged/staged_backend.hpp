@@ -13,7 +13,10 @@
 // of collectives) then matches chunks exactly as it would have matched the whole messages, even
 // when several operations with one tag are in flight. The caller's call therefore returns once
 // the last chunk has been copied to pinned memory (local device work, never a wait on a peer);
-// copies back to the device run as the chunks arrive, driven by the Work.
+// copies back to the device run as the chunks arrive, driven by the Work. A point-to-point
+// message's last chunk is always shorter than a chunk (empty when its length is a multiple of
+// one): a receiver expecting another length then fails on a chunk of the wrong length instead of
+// keeping a prefix.
 //
 // A chunked receive from kAnySource learns its sender from its first chunk and only then posts
 // the rest; until then a later receive on the same tag in this backend first waits (within the
