@@ -73,26 +73,6 @@ class Staging {
   std::vector<std::pair<Tensor, Tensor>> copy_back_;
 };
 
-// Complete when every one of its Works is; the first failure is its error.
-class AllOfWork final : public Work {
- public:
-  explicit AllOfWork(std::vector<WorkPtr> works) : works_(std::move(works)) {}
-
- protected:
-  bool test() override {
-    bool all = true;
-    for (const WorkPtr& work : works_) all = work->is_completed() && all;
-    if (all) block();  // rethrows the first error
-    return all;
-  }
-  void block() override {
-    for (const WorkPtr& work : works_) work->wait();
-  }
-
- private:
-  std::vector<WorkPtr> works_;
-};
-
 }  // namespace
 
 // One operation cut into chunks (see the header). Outbound, in the backend call: each chunk is
@@ -434,7 +414,7 @@ WorkPtr StagedBackend::batch_p2p(std::span<const P2POp> ops) {
   for (const P2POp& op : ops) {
     works.push_back(op.kind == P2POp::Kind::Send ? send(op.tensor, op.peer, op.tag) : recv(op.tensor, op.peer, op.tag));
   }
-  return std::make_shared<AllOfWork>(std::move(works));
+  return Work::all(std::move(works));
 }
 
 WorkPtr StagedBackend::barrier() { return host_.barrier(); }
