@@ -2,8 +2,9 @@
 // isend/irecv (consolidated and leaf by leaf), init_remote, broadcast and all_gather of nested
 // trees with several dtypes, a strided leaf and a leaf longer than a staging chunk. Values depend
 // on the sending rank and every element is checked on the CPU. The test does not care which
-// transport the group picked for CUDA tensors (NCCL refuses two ranks on one GPU: staging, or
-// another same-node transport); it checks only what arrives.
+// transport the group picked for CUDA tensors (NCCL refuses two ranks on one GPU: CUDA IPC or
+// staging; meson runs it once more with TENSORTREE_CUDA_TRANSPORT=staged); it checks only what
+// arrives.
 //
 // Its own main: without a CUDA device every rank exits 77 before MPI starts, so mpiexec exits 77
 // and Meson reports SKIP; otherwise every rank runs every case and the job fails if any rank fails.
