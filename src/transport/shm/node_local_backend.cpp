@@ -10,6 +10,7 @@
 #include "core/checked_math.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/shm/frame.hpp"
+#include "transport/shm/incoming_frames.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -59,6 +60,12 @@ struct NodeLocalBackend::State {
       }
       const std::shared_ptr<ImportedRegion> region = imported.open(peer, frame.handle, *end);
       memory->copy_out(*region, frame.offset, destination);
+    } catch (const CorruptData& error) {
+      acknowledge(peer, frame.token, false);
+      throw CorruptData("node-local transport: rank " + std::to_string(peer) + " sent a frame naming memory this rank refuses: " + error.what());
+    } catch (const BackendError& error) {
+      acknowledge(peer, frame.token, false);
+      throw BackendError("node-local transport: the memory rank " + std::to_string(peer) + "'s frame names cannot be opened: " + error.what());
     } catch (...) {
       acknowledge(peer, frame.token, false);
       throw;
@@ -75,6 +82,17 @@ struct NodeLocalBackend::State {
     const std::uint64_t room = whole ? static_cast<std::uint64_t>(destination.numel()) : destination.nbytes();
     return "rank " + std::to_string(control->rank()) + " received " + std::to_string(sent) + unit + " from rank " +
            std::to_string(peer) + " (tag " + std::to_string(tag) + ") into a tensor of " + std::to_string(room) + unit;
+  }
+
+  // A buffer for a frame of `bytes` from the node-local `peer`, bounded before it is allocated.
+  Tensor frame_buffer(int peer, std::uint64_t bytes) const {
+    const std::size_t largest = kFrameHeaderBytes + options.inline_bytes;
+    if (bytes > largest) {
+      throw CorruptData("node-local transport: rank " + std::to_string(peer) + " sent a frame of " +
+                        std::to_string(bytes) + " bytes, more than the " + std::to_string(largest) +
+                        " a frame may have");
+    }
+    return Tensor::empty({static_cast<std::int64_t>(bytes)}, {DType::UInt8});
   }
 
   // A frame that arrived for `destination`: its payload moved there (and acknowledged).
@@ -122,6 +140,7 @@ struct NodeLocalBackend::State {
   NodeLocalOptions options;
   OutgoingRegions outgoing;
   ImportedRegions imported;
+  IncomingFrames incoming;
   AbortSignal aborted;
 };
 
@@ -135,7 +154,8 @@ Tensor frame_message(std::size_t payload_bytes) {
 
 std::byte* header_of(const Tensor& message) { return static_cast<std::byte*>(message.data_ptr()); }
 
-// A send from memory the receiver reads in place: complete once the receiver acknowledged it.
+// A send complete once the receiver acknowledged it: from memory the receiver reads in place
+// (`payload`, kept until then), or a copy beyond the peer's allowance (`payload` undefined).
 class AwaitAck final : public Work {
  public:
   AwaitAck(std::shared_ptr<State> state, int peer, std::uint64_t token, WorkPtr frame_sent, Tensor payload)
@@ -157,6 +177,7 @@ class AwaitAck final : public Work {
 
  protected:
   bool test() override {
+    state_->incoming.progress();  // the peer may be waiting for this rank's acknowledgements too
     if (!frame_sent_->is_completed()) return false;
     if (const std::exception_ptr error = frame_sent_->exception()) {
       acked_ = true;  // the frame never left: nobody reads the payload
@@ -177,6 +198,43 @@ class AwaitAck final : public Work {
   WorkPtr frame_sent_;
   Tensor payload_;
   bool acked_ = false;
+};
+
+// A receive through IncomingFrames: complete once any poll of the backend's Works settled it.
+class FrameReceive final : public Work {
+ public:
+  FrameReceive(std::shared_ptr<State> state, std::shared_ptr<const IncomingFrames::Receive> receive, int peer)
+      : state_(std::move(state)), receive_(std::move(receive)), peer_(peer) {}
+  FrameReceive(const FrameReceive&) = delete;
+  FrameReceive& operator=(const FrameReceive&) = delete;
+  // A frame that already arrived is taken (MPI would have put it in the buffer too); otherwise the
+  // receive is cancelled with the record.
+  ~FrameReceive() override {
+    if (!receive_->settled()) state_->incoming.progress();
+  }
+
+  int source_rank() const override {
+    if (peer_ != kAnySource || !receive_->settled()) return Work::source_rank();
+    return receive_->source();
+  }
+
+ protected:
+  bool test() override {
+    state_->incoming.progress();
+    return receive_->settled();
+  }
+  void block() override {
+    const std::string from = peer_ == kAnySource ? "any rank" : "rank " + std::to_string(peer_);
+    state_->wait_for("recv with " + from, [this] { return test(); });
+  }
+  void finish() override {
+    if (const std::exception_ptr error = receive_->error()) std::rethrow_exception(error);
+  }
+
+ private:
+  std::shared_ptr<State> state_;
+  std::shared_ptr<const IncomingFrames::Receive> receive_;
+  int peer_;
 };
 
 }  // namespace
@@ -215,60 +273,55 @@ WorkPtr NodeLocalBackend::send(const Tensor& tensor, int dst, int tag) {
   Tensor message = frame_message(0);
   if (const ExportedRegion in_place = state.memory->export_storage(tensor.storage())) {
     state.memory->publish(in_place);
-    const std::uint64_t token = state.outgoing.expect_ack(dst, in_place, false);
+    const std::uint64_t token = state.outgoing.expect_ack(dst, in_place, OutgoingRegions::Held::InPlace);
     encode_frame({FrameKind::Region, nbytes, tensor.byte_offset(), token, in_place.handle}, header_of(message));
     return std::make_shared<AwaitAck>(state_, dst, token, control_->send(message, dst, tag), tensor);
   }
-  state.wait_for("send to rank " + std::to_string(dst) + " (earlier sends still wait for it to take them)", [&] {
-    return state.outgoing.has_room(dst, nbytes, state.options.max_pending, state.options.max_pending_bytes);
-  });
+  // Posting never waits (a peer that sends to this rank before receiving would deadlock): a copy
+  // beyond the allowance is sent too, but its Work then waits for the receiver, as MPI's
+  // rendezvous sends do, so a sender that waits on its sends holds no more than the allowance.
+  const bool eager = state.outgoing.within_allowance(dst, nbytes, state.options.max_pending,
+                                                     state.options.max_pending_bytes);
   ExportedRegion region = state.outgoing.take(nbytes);
   state.memory->copy_in(tensor, region);
   const RegionHandle handle = region.handle;
-  const std::uint64_t token = state.outgoing.expect_ack(dst, std::move(region), true);
+  const std::uint64_t token = state.outgoing.expect_ack(
+      dst, std::move(region), eager ? OutgoingRegions::Held::Copy : OutgoingRegions::Held::AwaitedCopy);
   encode_frame({FrameKind::Region, nbytes, 0, token, handle}, header_of(message));
-  return control_->send(message, dst, tag);
+  WorkPtr frame_sent = control_->send(message, dst, tag);
+  if (eager) return frame_sent;
+  return std::make_shared<AwaitAck>(state_, dst, token, std::move(frame_sent), Tensor());
 }
 
 WorkPtr NodeLocalBackend::recv(const Tensor& tensor, int src, int tag) {
   if (src != kAnySource && !is_local(src)) return fallback_->recv(tensor, src, tag);
   const std::shared_ptr<State> state = state_;
-  const std::size_t nbytes = tensor.nbytes();
-  const bool inline_payload = nbytes <= state->options.inline_bytes;
   if (src != kAnySource) {
-    Tensor message = frame_message(inline_payload ? nbytes : 0);
+    Tensor message = frame_message(tensor.nbytes() <= state->options.inline_bytes ? tensor.nbytes() : 0);
     WorkPtr arrived = control_->recv(message, src, tag);
-    return Work::then(
-        std::move(arrived), [state, message, tensor, src, tag] { state->deliver(src, tag, message, tensor); },
-        [state, message, tensor, src, tag](std::exception_ptr) {
-          state->explain_failed_receive(src, tag, message, tensor);
-        });
+    auto receive = state->incoming.expect(
+        std::move(arrived), src, [state, message, tensor, tag](int source) { state->deliver(source, tag, message, tensor); },
+        [state, message, tensor, src, tag] { state->explain_failed_receive(src, tag, message, tensor); });
+    return std::make_shared<FrameReceive>(state, std::move(receive), src);
   }
   // From whoever sends first: a frame from a node-local peer, the payload itself from the others.
-  const bool host = state->memory->device().is_cpu();
-  if (!host && !capabilities().any_source) {
+  if (!state->memory->device().is_cpu() && !capabilities().any_source) {
     throw NotSupported("recv from any source of CUDA tensors on a group whose peers are not all on this GPU");
   }
   auto frame = std::make_shared<Tensor>();
-  const std::size_t largest_frame = kFrameHeaderBytes + state->options.inline_bytes;
-  auto choose = [state, frame, tensor, largest_frame, tag](int source, std::uint64_t bytes) -> Tensor {
-    if (state->is_local(source)) {
-      if (bytes > largest_frame) {
-        throw CorruptData("node-local transport: rank " + std::to_string(source) + " sent a frame of " +
-                          std::to_string(bytes) + " bytes, more than the " + std::to_string(largest_frame) +
-                          " a frame may have");
-      }
-      *frame = Tensor::empty({static_cast<std::int64_t>(bytes)}, {DType::UInt8});
-      return *frame;
-    }
+  auto choose = [state, frame, tensor, tag](int source, std::uint64_t bytes) -> Tensor {
+    if (state->is_local(source)) return *frame = state->frame_buffer(source, bytes);
     if (bytes != tensor.nbytes()) throw InvalidArgument(state->wrong_length(source, tag, bytes, tensor));
     return State::bytes_of(tensor);
   };
   WorkPtr arrived = control_->recv_matched(kAnySource, tag, std::move(choose));
-  Work* matched = arrived.get();  // the returned Work holds `arrived` while its continuation can run
-  return Work::then(std::move(arrived), [state, frame, tensor, matched, tag] {
-    if (frame->defined()) state->deliver(matched->source_rank(), tag, *frame, tensor);
-  });
+  auto receive = state->incoming.expect(
+      std::move(arrived), kAnySource,
+      [state, frame, tensor, tag](int source) {
+        if (frame->defined()) state->deliver(source, tag, *frame, tensor);
+      },
+      nullptr);
+  return std::make_shared<FrameReceive>(state, std::move(receive), kAnySource);
 }
 
 ReceivedMessage NodeLocalBackend::recv_message(int src, int tag) {
@@ -276,7 +329,18 @@ ReceivedMessage NodeLocalBackend::recv_message(int src, int tag) {
   if (!state.memory->device().is_cpu() || (src != kAnySource && !is_local(src))) {
     return fallback_->recv_message(src, tag);
   }
-  ReceivedMessage received = control_->recv_message(src, tag);
+  // Matched without blocking, so that waiting for it settles this rank's other receives meanwhile.
+  auto bytes = std::make_shared<Tensor>();
+  WorkPtr arrived = control_->recv_matched(src, tag, [this, bytes](int source, std::uint64_t length) {
+    if (is_local(source)) return *bytes = state_->frame_buffer(source, length);
+    return *bytes = Tensor::empty({static_cast<std::int64_t>(length)}, {DType::UInt8});
+  });
+  state.wait_for(src == kAnySource ? "recv_message from any rank" : "recv_message with rank " + std::to_string(src), [&] {
+    state.incoming.progress();
+    return arrived->is_completed();
+  });
+  arrived->wait();  // rethrows a failed receive
+  ReceivedMessage received{*bytes, arrived->source_rank()};
   if (!is_local(received.source)) return received;
   const auto* first = static_cast<const std::byte*>(received.bytes.data_ptr());
   const Frame frame = decode_frame({first, received.bytes.nbytes()}, received.source);

@@ -7,8 +7,9 @@
 // - A payload already in this transport's memory (a tree packed into allocate_message_buffer's
 //   memory) is sent as it is, and the send completes when the receiver has copied it.
 // - Any other payload is copied into a pooled region first, and the send completes when the frame
-//   is out (like MPI's eager sends); at most `max_pending` such copies (and `max_pending_bytes`)
-//   per peer wait for their acknowledgement before a new send waits for one.
+//   is out (like MPI's eager sends) while fewer than `max_pending` such copies (holding less than
+//   `max_pending_bytes`) wait for the peer's acknowledgement; beyond that, the send is posted all
+//   the same but completes when acknowledged (like MPI's rendezvous sends). Posting never waits.
 // Peers not on the node, and every collective, go to `fallback`. A receive from kAnySource matches
 // frames and the fallback's plain messages alike, in order (both travel on `control`'s
 // communicator); for CUDA memory it is supported only where every peer is node-local.
@@ -33,7 +34,7 @@ struct NodeLocalOptions {
   std::chrono::milliseconds timeout = std::chrono::minutes(10);  // the group's: bounds every wait
   std::uint64_t max_message_bytes = std::uint64_t{1} << 30;      // the group's: bounds recv_message
   std::size_t inline_bytes = std::size_t{8} << 10;               // payloads up to this travel in the frame
-  // Copies per peer awaiting their acknowledgement, in number and in bytes (one is always allowed).
+  // Copies per peer whose sends complete before the acknowledgement, in number and in bytes.
   std::size_t max_pending = 16;
   std::size_t max_pending_bytes = std::size_t{256} << 20;
   // Free regions kept for the next copies: enough for a stream of max_pending transfers.

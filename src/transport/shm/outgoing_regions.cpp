@@ -54,17 +54,17 @@ ExportedRegion OutgoingRegions::take(std::size_t nbytes) {
   return memory_.allocate(region_size(nbytes));
 }
 
-std::uint64_t OutgoingRegions::expect_ack(int peer, ExportedRegion region, bool pooled) {
+std::uint64_t OutgoingRegions::expect_ack(int peer, ExportedRegion region, Held held) {
   Tensor bytes = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
   WorkPtr work = control_.recv(bytes, peer, kAckTag);
   const std::lock_guard lock(mutex_);
   Peer& state = peers_[static_cast<std::size_t>(peer)];
   const std::uint64_t token = next_token_++;
-  if (pooled) {
+  if (held != Held::InPlace) {
     state.pending_copies += 1;
     state.pending_bytes += region.storage->nbytes();
   }
-  state.pending.emplace(token, Pending{std::move(region), pooled, false});
+  state.pending.emplace(token, Pending{std::move(region), held, false});
   state.receives.push_back({std::move(work), std::move(bytes)});
   return token;
 }
@@ -89,10 +89,8 @@ void OutgoingRegions::collect_locked(int peer) {
                         std::to_string(ack.token) + ", which is not waiting for one");
     }
     found->second.acked = true;
-    if (found->second.pooled) {
-      release_locked(state, found->second);
-      state.pending.erase(found);
-    }
+    if (found->second.held != Held::InPlace) release_locked(state, found->second);
+    if (found->second.held == Held::Copy) state.pending.erase(found);  // nobody asks after it
   }
 }
 
@@ -122,7 +120,7 @@ bool OutgoingRegions::acknowledged(int peer, std::uint64_t token) {
   return true;
 }
 
-bool OutgoingRegions::has_room(int peer, std::size_t nbytes, std::size_t max_count, std::size_t max_bytes) {
+bool OutgoingRegions::within_allowance(int peer, std::size_t nbytes, std::size_t max_count, std::size_t max_bytes) {
   const std::lock_guard lock(mutex_);
   collect_locked(peer);
   const Peer& state = peers_[static_cast<std::size_t>(peer)];

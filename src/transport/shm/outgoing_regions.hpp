@@ -32,25 +32,30 @@ class OutgoingRegions {
 
   // A free region of at least `nbytes`, from the pool or new.
   ExportedRegion take(std::size_t nbytes);
+  // How a transfer's region is held until the receiver acknowledges it.
+  enum class Held {
+    InPlace,      // the caller's memory, read where it is; its Work asks acknowledged()
+    Copy,         // a pooled copy whose send completed at once; back to the pool when acknowledged
+    AwaitedCopy,  // a pooled copy beyond the peer's allowance; back to the pool, and its Work asks
+  };
   // Records a transfer from `region` to `peer` that waits for its acknowledgement, and posts the
-  // receive of that acknowledgement; the token goes into the frame. `pooled`: the region returns
-  // to the pool once acknowledged (a copy); otherwise it is the caller's memory.
-  std::uint64_t expect_ack(int peer, ExportedRegion region, bool pooled);
+  // receive of that acknowledgement; the token goes into the frame.
+  std::uint64_t expect_ack(int peer, ExportedRegion region, Held held);
 
   // Takes in every acknowledgement from `peer` that has arrived. Rethrows a failed receive of one.
   void collect(int peer);
-  // Whether the transfer `token` to `peer` was acknowledged, copied or refused (collecting first).
-  // True once for each token: the record is dropped.
+  // Whether the transfer `token` to `peer` (InPlace or AwaitedCopy) was acknowledged, copied or
+  // refused (collecting first). True once for each token: the record is dropped.
   bool acknowledged(int peer, std::uint64_t token);
-  // Whether `peer` may take one more copy of `nbytes` while fewer than `max_count` copies, holding
-  // fewer than `max_bytes` together, wait for its acknowledgements (collecting first). One copy is
-  // always allowed, however large.
-  bool has_room(int peer, std::size_t nbytes, std::size_t max_count, std::size_t max_bytes);
+  // Whether one more copy of `nbytes` to `peer` may complete its send at once: fewer than
+  // `max_count` copies, holding fewer than `max_bytes` together, wait for its acknowledgements
+  // (collecting first). One copy always may, however large.
+  bool within_allowance(int peer, std::size_t nbytes, std::size_t max_count, std::size_t max_bytes);
 
  private:
   struct Pending {
     ExportedRegion region;
-    bool pooled = false;
+    Held held = Held::InPlace;
     bool acked = false;
   };
   struct AckReceive {
