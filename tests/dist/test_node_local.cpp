@@ -1,0 +1,375 @@
+// The node-local transport on a group forced onto it (HostTransport::SharedMemory): nested trees in
+// every form a sender or receiver holds them, ranks that post more than a peer may hold copies of,
+// ranks that wait on their sends before their receives, receives from any source, and frames a
+// hostile peer makes up. Every element is checked.
+#include <catch2/catch.hpp>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dist_support.hpp"
+#include "transport/shm/frame.hpp"
+#include "transport/shm/host_shareable_memory.hpp"
+#include "tensortree/dist_context.hpp"
+#include "tensortree/dist_ops.hpp"
+#include "tensortree/error.hpp"
+#include "tensortree/tree.hpp"
+
+using namespace tensortree;
+using namespace tensortree::test;
+
+namespace {
+
+struct LeafDef {
+  const char* path;
+  DType dtype;
+  Shape shape;
+};
+
+constexpr std::int64_t kB = 8;
+
+// Three levels deep; most leaves larger than a frame carries inline, two smaller.
+const std::vector<LeafDef>& trajectory() {
+  static const std::vector<LeafDef> defs = {
+      {"obs", DType::UInt8, {kB, 3, 32, 32}},
+      {"action", DType::Int64, {kB}},
+      {"reward", DType::Float32, {kB}},
+      {"next.obs", DType::UInt8, {kB, 3, 32, 32}},
+      {"next.value", DType::Float64, {kB, 512}},
+      {"info.episode.return", DType::Float32, {kB, 1024}},
+  };
+  return defs;
+}
+
+// Non-zero, distinct per rank, step, leaf and element, exact in every dtype above.
+double value(int rank, int step, std::size_t leaf, std::int64_t i) {
+  return static_cast<double>(1 + (rank * 31 + step * 7 + static_cast<std::int64_t>(leaf) * 13 + i) % 120);
+}
+
+Tensor leaf_values(const LeafDef& def, int rank, int step, std::size_t leaf) {
+  Tensor out = Tensor::empty(def.shape, {def.dtype});
+  visit_dtype(def.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_arithmetic_v<T>) {
+      for (std::int64_t i = 0; i < out.numel(); ++i) out.data<T>()[i] = static_cast<T>(value(rank, step, leaf, i));
+    }
+  });
+  return out;
+}
+
+TensorTree make_tree(int rank, int step) {
+  TensorTree tree(Shape{kB});
+  for (std::size_t leaf = 0; leaf < trajectory().size(); ++leaf) {
+    tree.set(trajectory()[leaf].path, leaf_values(trajectory()[leaf], rank, step, leaf));
+  }
+  return tree;
+}
+
+TensorTree zeros_tree() {
+  TensorTree tree(Shape{kB});
+  for (const LeafDef& def : trajectory()) tree.set(def.path, Tensor::zeros(def.shape, {def.dtype}));
+  return tree;
+}
+
+// Empty when every element of every leaf holds rank's value for `step`.
+std::string tree_mismatch(const TensorTree& tree, int rank, int step) {
+  for (std::size_t leaf = 0; leaf < trajectory().size(); ++leaf) {
+    const LeafDef& def = trajectory()[leaf];
+    if (!tree.contains(def.path)) return std::string(def.path) + " is missing";
+    const Tensor& got = tree.get(def.path);
+    if (got.dtype() != def.dtype || got.shape() != def.shape) return std::string(def.path) + " has another dtype or shape";
+    for (std::int64_t i = 0; i < got.numel(); ++i) {
+      if (got.value_at_linear(i).real() != value(rank, step, leaf, i)) {
+        return std::string(def.path) + ": element " + std::to_string(i) + " is " +
+               std::to_string(got.value_at_linear(i).real());
+      }
+    }
+  }
+  return {};
+}
+
+// 1-D float64 values of `rank` for message `index`: exact, distinct per rank, message and element.
+double element(int rank, int index, std::int64_t i) { return 1e6 * (rank + 1) + 1e3 * index + static_cast<double>(i % 997); }
+
+Tensor message_values(int rank, int index, std::int64_t length) {
+  Tensor out = Tensor::empty({length}, {DType::Float64});
+  for (std::int64_t i = 0; i < length; ++i) out.data<double>()[i] = element(rank, index, i);
+  return out;
+}
+
+std::string message_mismatch(const Tensor& got, int rank, int index) {
+  for (std::int64_t i = 0; i < got.numel(); ++i) {
+    if (got.data<double>()[i] != element(rank, index, i)) {
+      return "element " + std::to_string(i) + " is " + std::to_string(got.data<double>()[i]);
+    }
+  }
+  return {};
+}
+
+// Every rank, host tensors between ranks through shared memory: every test rank runs on this
+// machine as the same user, so their memory maps both ways.
+Group shared_memory_group() {
+  std::vector<int> everyone(static_cast<std::size_t>(context().size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  GroupOptions options = GroupOptions::from_environment();
+  options.host_transport = HostTransport::SharedMemory;
+  const Group group = context().new_group(everyone, options);
+  for (int peer = 0; peer < group.size(); ++peer) {
+    if (peer != group.rank()) REQUIRE(std::string(group.transport(peer, Device::cpu()).name()) == "shared memory (memfd)");
+  }
+  return group;
+}
+
+enum class SenderForm { Leaves, Consolidated, SharedMemory };
+
+TensorTree sender_tree(SenderForm form, int rank, int step) {
+  TensorTree tree = make_tree(rank, step);
+  if (form == SenderForm::Consolidated) return tree.consolidate();
+  if (form == SenderForm::SharedMemory) tree.share_memory_();
+  return tree;
+}
+
+}  // namespace
+
+TEST_CASE("node-local: nested trees around a ring in every sender and receiver form and both modes, each rank "
+          "waiting on its send before its receive",
+          "[node_local][tree_comm]") {
+  if (world_size() < 2) return;
+  const Group group = shared_memory_group();
+  const int me = group.rank();
+  const int right = (me + 1) % group.size();
+  const int left = (me + group.size() - 1) % group.size();
+  int step = 0;
+  for (const SenderForm form : {SenderForm::Leaves, SenderForm::Consolidated, SenderForm::SharedMemory}) {
+    for (const bool consolidated_receiver : {false, true}) {
+      for (const TransferMode mode : {TransferMode::Consolidated, TransferMode::PerLeaf}) {
+        ++step;
+        INFO("sender form " << static_cast<int>(form) << ", consolidated receiver " << consolidated_receiver
+                            << ", mode " << static_cast<int>(mode));
+        const TensorTree outgoing = sender_tree(form, me, step);
+        TensorTree incoming = consolidated_receiver ? zeros_tree().consolidate() : zeros_tree();
+        const CommOptions options{.tag = 40 + step, .mode = mode};
+        const WorkPtr sent = outgoing.isend(right, group, options);
+        const WorkPtr received = incoming.irecv(left, group, options);
+        // The send first: it completes only once the right neighbour, itself waiting on its own
+        // send, has taken the tree (a region it reads in place, or a copy beyond its allowance).
+        sent->wait();
+        received->wait();
+        CHECK(tree_mismatch(incoming, left, step) == "");
+        CHECK(tree_mismatch(outgoing, me, step) == "");  // the sender's tree is as it was
+      }
+    }
+  }
+  barrier();
+}
+
+TEST_CASE("node-local: blocking send and recv, then init_remote to a rank that knows nothing of the tree",
+          "[node_local][tree_comm]") {
+  if (world_size() < 2) return;
+  const Group group = shared_memory_group();
+  const int me = group.rank();
+  if (me == 0) {
+    make_tree(0, 1).consolidate().send(1, group, {.tag = 61});
+    make_tree(0, 2).init_remote(1, group, {.tag = 62});
+    make_tree(0, 3).send(1, group, {.tag = 63});
+  } else if (me == 1) {
+    TensorTree into = zeros_tree();
+    CHECK(into.recv(0, group, {.tag = 61}) == 0);
+    CHECK(tree_mismatch(into, 0, 1) == "");
+    TensorTree remote = TensorTree::from_remote_init(0, group, {.tag = 62});
+    CHECK(tree_mismatch(remote, 0, 2) == "");
+    remote.recv(0, group, {.tag = 63});  // data only, into the layout init_remote left
+    CHECK(tree_mismatch(remote, 0, 3) == "");
+  }
+  barrier();
+}
+
+TEST_CASE("node-local: more sends posted to a peer than it may hold copies of, before it posts a receive, then "
+          "waited on before the receives",
+          "[node_local]") {
+  if (world_size() < 2) return;
+  const Group group = shared_memory_group();
+  const int me = group.rank();
+  const int right = (me + 1) % group.size();
+  const int left = (me + group.size() - 1) % group.size();
+  // 40 copies of 64 KiB: more than the 16 whose sends complete before the receiver takes them.
+  constexpr int kMessages = 40;
+  constexpr std::int64_t kLength = 8192;
+  std::vector<WorkPtr> sends;
+  for (int index = 0; index < kMessages; ++index) {
+    sends.push_back(dist::isend(message_values(me, index, kLength), right, group, {.tag = 70}));
+  }
+  std::vector<Tensor> received;
+  std::vector<WorkPtr> receives;
+  for (int index = 0; index < kMessages; ++index) {
+    received.push_back(Tensor::zeros({kLength}, {DType::Float64}));
+    receives.push_back(dist::irecv(received.back(), left, group, {.tag = 70}));
+  }
+  for (const WorkPtr& send : sends) send->wait();
+  for (const WorkPtr& receive : receives) receive->wait();
+  for (int index = 0; index < kMessages; ++index) {
+    INFO("message " << index);
+    CHECK(message_mismatch(received[static_cast<std::size_t>(index)], left, index) == "");
+  }
+  barrier();
+}
+
+TEST_CASE("node-local: receives from any source take a large tensor from every other rank", "[node_local]") {
+  if (world_size() < 2) return;
+  const Group group = shared_memory_group();
+  const int me = group.rank();
+  constexpr std::int64_t kLength = 65536;  // 512 KiB: through a region
+  if (me != 0) {
+    dist::send(message_values(me, 0, kLength), 0, group, {.tag = 80});
+  } else {
+    std::set<int> senders;
+    for (int count = 1; count < group.size(); ++count) {
+      const Tensor into = Tensor::zeros({kLength}, {DType::Float64});
+      const int source = dist::recv_any(into, group, {.tag = 80});
+      INFO("from rank " << source);
+      CHECK(message_mismatch(into, source, 0) == "");
+      senders.insert(source);
+    }
+    CHECK(static_cast<int>(senders.size()) == group.size() - 1);
+  }
+  barrier();
+}
+
+namespace {
+
+// A frame that names shared memory as rank 1 describes it to rank 0, sent on the group's
+// communicator (rank 1's own transport is the MPI backend the frames travel on).
+struct HostileFrame {
+  const char* what;
+  detail::Frame frame;
+  bool expect_refusal;  // the header checks out, so rank 0 names the transfer in a refusal
+  bool corrupt_checksum = false;
+};
+
+detail::RegionHandle handle_naming(int fd, std::uint64_t inode) {
+  detail::RegionHandle handle{};
+  const auto pid = static_cast<std::int32_t>(::getpid());
+  std::memcpy(handle.data(), &pid, 4);
+  std::memcpy(handle.data() + 4, &fd, 4);
+  std::memcpy(handle.data() + 8, &inode, 8);
+  return handle;
+}
+
+std::uint64_t inode_of(int fd) {
+  struct stat info {};
+  REQUIRE(::fstat(fd, &info) == 0);
+  return info.st_ino;
+}
+
+}  // namespace
+
+TEST_CASE("node-local: frames a hostile peer makes up fail the receive with a typed error and a refusal, and "
+          "the group works on",
+          "[node_local][hostile]") {
+  if (world_size() < 2) return;
+  const Group group = shared_memory_group();
+  const int me = group.rank();
+  constexpr std::int64_t kBytes = 16384;  // more than a frame carries inline
+  constexpr int kTag = 90;
+
+  if (me == 1) {
+    detail::HostShareableMemory memory;
+    const detail::ExportedRegion region = memory.allocate(kBytes);
+    const int sealed_fd = region.storage->shared_fd();
+    const std::uint64_t sealed_inode = inode_of(sealed_fd);
+    // A memfd without seals: its owner could shrink it under the receiver's mapping.
+    const int unsealed_fd = ::memfd_create("hostile-unsealed", MFD_CLOEXEC);
+    REQUIRE(unsealed_fd >= 0);
+    REQUIRE(::ftruncate(unsealed_fd, kBytes) == 0);
+    const auto bytes = static_cast<std::uint64_t>(kBytes);
+    const std::vector<HostileFrame> frames = {
+        {"an offset past the region", {detail::FrameKind::Region, bytes, std::uint64_t{1} << 40, 101, region.handle}, true},
+        {"an offset whose end passes 2^64",
+         {detail::FrameKind::Region, bytes, std::numeric_limits<std::uint64_t>::max() - 10, 102, region.handle},
+         true},
+        {"another file's inode", {detail::FrameKind::Region, bytes, 0, 103, handle_naming(sealed_fd, sealed_inode + 1)}, true},
+        {"an unsealed memfd",
+         {detail::FrameKind::Region, bytes, 0, 104, handle_naming(unsealed_fd, inode_of(unsealed_fd))},
+         true},
+        {"a descriptor that is not open", {detail::FrameKind::Region, bytes, 0, 105, handle_naming(1 << 20, 7)}, true},
+        {"a broken checksum", {detail::FrameKind::Region, bytes, 0, 106, region.handle}, false, true},
+    };
+    Backend& raw = group.transport(group.rank(), Device::cpu());
+    for (const HostileFrame& hostile : frames) {
+      INFO(hostile.what);
+      Tensor message = Tensor::zeros({static_cast<std::int64_t>(detail::kFrameHeaderBytes)}, {DType::UInt8});
+      auto* header = static_cast<std::byte*>(message.data_ptr());
+      detail::encode_frame(hostile.frame, header);
+      if (hostile.corrupt_checksum) header[24] ^= std::byte{0x5a};  // the token: checksummed
+      raw.send(message, 0, kTag)->wait();
+      if (hostile.expect_refusal) {
+        const Tensor ack = Tensor::zeros({static_cast<std::int64_t>(detail::kAckBytes)}, {DType::UInt8});
+        raw.recv(ack, 0, detail::kAckTag)->wait();
+        const detail::Ack refusal =
+            detail::decode_ack({static_cast<const std::byte*>(ack.data_ptr()), detail::kAckBytes}, 0);
+        CHECK(refusal.token == hostile.frame.token);
+        CHECK_FALSE(refusal.copied);
+      }
+    }
+    ::close(unsealed_fd);
+    dist::send(message_values(1, 0, kBytes / 8), 0, group, {.tag = kTag});
+  } else if (me == 0) {
+    for (const char* what : {"an offset past the region", "an offset whose end passes 2^64", "another file's inode",
+                             "an unsealed memfd", "a descriptor that is not open", "a broken checksum"}) {
+      INFO(what);
+      const Tensor into = Tensor::full({kBytes / 8}, -1.0, {DType::Float64});
+      try {
+        dist::recv(into, 1, group, {.tag = kTag});
+        FAIL("the receive took a made-up frame");
+      } catch (const CorruptData& error) {
+        CHECK(std::string(error.what()).find("rank 1") != std::string::npos);
+      } catch (const BackendError& error) {
+        // A descriptor that does not exist in the sender is all the receiver can tell.
+        CHECK(std::string(what) == "a descriptor that is not open");
+        CHECK(std::string(error.what()).find("/proc/") != std::string::npos);
+      }
+      CHECK(into.value_at_linear(0).real() == -1.0);  // nothing was written
+    }
+    const Tensor into = Tensor::zeros({kBytes / 8}, {DType::Float64});
+    dist::recv(into, 1, group, {.tag = kTag});
+    CHECK(message_mismatch(into, 1, 0) == "");
+  }
+  barrier();
+}
+
+TEST_CASE("node-local: regions are memfds, named nowhere in the file system", "[node_local]") {
+  if (world_size() < 2) return;
+  const Group group = shared_memory_group();
+  const int me = group.rank();
+  const int right = (me + 1) % group.size();
+  const int left = (me + group.size() - 1) % group.size();
+  constexpr std::int64_t kLength = 65536;
+  const Tensor into = Tensor::zeros({kLength}, {DType::Float64});
+  const WorkPtr received = dist::irecv(into, left, group, {.tag = 95});
+  dist::send(message_values(me, 0, kLength), right, group, {.tag = 95});
+  received->wait();
+  CHECK(message_mismatch(into, left, 0) == "");
+  // The pooled region of that send is still open here, as a memfd.
+  int memfds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ignored;
+    const std::string target = std::filesystem::read_symlink(entry.path(), ignored).string();
+    if (target.starts_with("/memfd:tensortree")) ++memfds;
+  }
+  CHECK(memfds > 0);
+  if (std::filesystem::exists("/dev/shm")) {
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+      CHECK(entry.path().filename().string().find("tensortree") == std::string::npos);
+    }
+  }
+  barrier();
+}
