@@ -1,7 +1,7 @@
 // bench_transfer: what moving a whole tree from rank 0 to rank 1 costs, by transfer mode, against
 // raw MPI moving the same bytes.
 //
-// Modes (one row each per tree):
+// Modes (one row each per tree, the tree modes once per --transports entry):
 //   consolidated   tree.send() of an already-consolidated tree into a consolidated receiver (one message)
 //   pack+send      tree.send() of a tree that is not consolidated: packing into the wire buffer included
 //   per-leaf       tree.send({.mode = PerLeaf}): one message per leaf (TensorDict's default)
@@ -22,8 +22,12 @@
 // This program is the one place outside src/dist that calls MPI itself, for the raw baselines only
 // (on MPI_COMM_WORLD, whose ranks are the world group's ranks: DistributedContext initialises MPI).
 //
+// --transports mpi,shm runs the tree modes on a group whose host transport is each of those (MPI;
+// the node-local shared-memory transport), in one run, against the same raw MPI rows.
+//
 //   mpiexec -n 2 bench_transfer            tiny trees (CI)
 //   mpiexec -n 2 bench_transfer --full     the trees: 100 x 640 KiB, 1000 x 4 KiB, 1000 x 256 B, 10000 x 64 B
+//   mpiexec -n 2 bench_transfer --transports mpi,shm --cases 1x64MiB,100x640KiB,1000x256B
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -71,7 +75,16 @@ struct Options {
   int repeats = 0;          // 0: 3 with --full, 1 otherwise
   double seconds = 0;       // 0: 0.3 with --full, 0.02 otherwise
   bool csv = false;
+  std::vector<std::string> transports{"auto"};  // host transports the tree modes run over
 };
+
+// GroupOptions::host_transport by the name --transports (and TENSORTREE_HOST_TRANSPORT) uses.
+HostTransport host_transport_named(const std::string& name) {
+  if (name == "auto") return HostTransport::Auto;
+  if (name == "mpi") return HostTransport::Mpi;
+  if (name == "shm") return HostTransport::SharedMemory;
+  throw CLI::ValidationError("--transports", "unknown transport '" + name + "' (auto, mpi or shm)");
+}
 
 const std::vector<std::string> kFullCases = {"100x640KiB", "1000x4KiB", "1000x256B", "10000x64B"};
 const std::vector<std::string> kSmallCases = {"10x64KiB", "100x256B"};
@@ -189,6 +202,8 @@ std::int64_t wrong_in_buffer(const Tensor& buffer, const Case& c, std::uint32_t 
 
 // ---- modes ------------------------------------------------------------------------------------------------
 enum class Mode { Consolidated, PackSend, PerLeaf, RawBuffer, RawPerLeaf };
+
+bool is_raw(Mode mode) { return mode == Mode::RawBuffer || mode == Mode::RawPerLeaf; }
 
 const char* mode_name(Mode mode) {
   switch (mode) {
@@ -365,54 +380,82 @@ struct Rows {
   std::vector<std::string> notes;
 };
 
-void run_case(const Case& c, const Options& o, const Group& world, int rank, std::uint32_t& stamp, Rows& rows) {
+// A host transport the tree modes run over: its --transports name and a group of both ranks using it.
+struct Transport {
+  std::string name;
+  Group group;
+};
+
+// One row of the table: a mode, over one transport (the raw modes over MPI_COMM_WORLD).
+struct Variant {
+  Mode mode;
+  const Transport* transport;  // null for the raw modes
+
+  std::string transport_name() const { return transport ? transport->name : "raw mpi"; }
+};
+
+std::vector<Variant> variants_of(const std::vector<Transport>& transports) {
   // The baseline first; the table lists the tree modes first.
-  const std::vector<Mode> modes = {Mode::RawBuffer, Mode::Consolidated, Mode::PackSend, Mode::PerLeaf,
-                                   Mode::RawPerLeaf};
+  std::vector<Variant> variants{{Mode::RawBuffer, nullptr}};
+  for (const Transport& transport : transports) {
+    for (Mode mode : {Mode::Consolidated, Mode::PackSend, Mode::PerLeaf}) variants.push_back({mode, &transport});
+  }
+  variants.push_back({Mode::RawPerLeaf, nullptr});
+  return variants;
+}
+
+void run_case(const Case& c, const Options& o, const std::vector<Transport>& transports, const Group& world,
+              int rank, std::uint32_t& stamp, Rows& rows) {
+  const std::vector<Variant> variants = variants_of(transports);
   std::vector<Endpoint> ends;
-  ends.reserve(modes.size());
-  for (Mode mode : modes) {
-    ends.push_back(make_endpoint(mode, c, world, rank));
+  ends.reserve(variants.size());
+  for (const Variant& variant : variants) {
+    ends.push_back(make_endpoint(variant.mode, c, variant.transport ? variant.transport->group : world, rank));
     if (rank == kSender) ends.back().fill(stamp);
     stamp += 1000003u;
   }
-  std::map<Mode, Measurement> results;
-  for (std::size_t i = 0; i < modes.size(); ++i) results[modes[i]].iters = choose_iters(ends[i], o, world, rank);
-  // The repeats go round the modes, so that a noisy moment does not fall on one mode only.
+  std::vector<Measurement> results(variants.size());
+  for (std::size_t i = 0; i < variants.size(); ++i) results[i].iters = choose_iters(ends[i], o, world, rank);
+  // The repeats go round the variants, so that a noisy moment does not fall on one of them only.
   for (int repeat = 0; repeat < std::max(o.repeats, 1); ++repeat) {
-    for (std::size_t i = 0; i < modes.size(); ++i) {
-      Measurement& m = results[modes[i]];
-      const double seconds = timed(ends[i], m.iters, world, rank);
-      m.seconds = repeat == 0 ? seconds : std::min(m.seconds, seconds);
+    for (std::size_t i = 0; i < variants.size(); ++i) {
+      const double seconds = timed(ends[i], results[i].iters, world, rank);
+      results[i].seconds = repeat == 0 ? seconds : std::min(results[i].seconds, seconds);
     }
   }
-  for (std::size_t i = 0; i < modes.size(); ++i) {
-    results[modes[i]].wrong = checked_transfer(ends[i], stamp, world, rank);
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    results[i].wrong = checked_transfer(ends[i], stamp, world, rank);
     stamp += 1000003u;
   }
 
-  const double raw = results[Mode::RawBuffer].seconds;
+  const double raw = results.front().seconds;
+  const double raw_per_leaf = results.back().seconds;
   const double mib = static_cast<double>(c.total_bytes()) / (1 << 20);
-  for (Mode mode : {Mode::Consolidated, Mode::PackSend, Mode::PerLeaf, Mode::RawBuffer, Mode::RawPerLeaf}) {
-    const Measurement& m = results[mode];
-    rows.wrong += m.wrong;
-    rows.table.add({c.name, std::to_string(c.leaves), bench::fixed(mib, 3), mode_name(mode),
-                    bench::fixed(m.seconds * 1e6, 1),
-                    bench::fixed(static_cast<double>(c.total_bytes()) / m.seconds / 1e9, 3),
-                    bench::fixed(raw / m.seconds, 2),
-                    std::to_string(m.iters), std::to_string(m.wrong)});
+  // Tree modes first, then the raw ones.
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    if (!is_raw(variants[i].mode)) order.push_back(i);
   }
-  const double consolidated = results[Mode::Consolidated].seconds;
-  std::string note = "# ";
-  note += c.name;
-  note += ": consolidated/raw-buffer speed ";
-  note += bench::fixed(raw / consolidated, 2);
-  note += "; consolidated is ";
-  note += bench::fixed(results[Mode::PerLeaf].seconds / consolidated, 1);
-  note += "x as fast as per-leaf, ";
-  note += bench::fixed(results[Mode::RawPerLeaf].seconds / consolidated, 1);
-  note += "x as fast as raw-per-leaf";
-  rows.notes.push_back(note);
+  order.push_back(0);
+  order.push_back(variants.size() - 1);
+  for (std::size_t i : order) {
+    const Measurement& m = results[i];
+    rows.wrong += m.wrong;
+    rows.table.add({c.name, std::to_string(c.leaves), bench::fixed(mib, 3), variants[i].transport_name(),
+                    mode_name(variants[i].mode), bench::fixed(m.seconds * 1e6, 1),
+                    bench::fixed(static_cast<double>(c.total_bytes()) / m.seconds / 1e9, 3),
+                    bench::fixed(raw / m.seconds, 2), std::to_string(m.iters), std::to_string(m.wrong)});
+  }
+  for (std::size_t i = 0; i < variants.size(); i += 1) {
+    if (variants[i].mode != Mode::Consolidated) continue;
+    const double consolidated = results[i].seconds;
+    const double per_leaf = results[i + 2].seconds;  // variants_of puts a transport's three modes together
+    std::string note = "# " + c.name + " over " + variants[i].transport_name() + ": consolidated/raw-buffer speed " +
+                       bench::fixed(raw / consolidated, 2) + "; consolidated is " +
+                       bench::fixed(per_leaf / consolidated, 1) + "x as fast as per-leaf, " +
+                       bench::fixed(raw_per_leaf / consolidated, 1) + "x as fast as raw-per-leaf";
+    rows.notes.push_back(note);
+  }
 }
 
 // The defaults that depend on --full, and the trees --cases names (a CLI::ValidationError where one is
@@ -424,6 +467,7 @@ void settle(Options& o) {
   for (const std::string& name : o.cases.empty() ? (o.full ? kFullCases : kSmallCases) : o.cases) {
     o.trees.push_back(parse_case(name));
   }
+  for (const std::string& name : o.transports) host_transport_named(name);
 }
 
 void add_flags(CLI::App& app, Options& o) {
@@ -444,6 +488,10 @@ void add_flags(CLI::App& app, Options& o) {
                  "(default 3 with --full, else 1)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--csv", o.csv, "print CSV instead of a table");
+  app.add_option("--transports", o.transports,
+                 "host transports the tree modes run over, each a row set: auto (the group's choice), mpi, "
+                 "shm (default: auto)")
+      ->delimiter(',');
   // After parsing: an unreadable case is a flag error like any other.
   app.final_callback([&o] { settle(o); });
 }
@@ -460,9 +508,9 @@ void print_header(const Options& o, const Group& world) {
     timing += std::to_string(o.min_iters);
     timing += " transfers";
   }
-  std::printf("# bench_transfer: rank 0 -> rank 1, backend %s, warmup %d, %s, best of %d\n",
-              std::string(world.backend(Device::cpu()).name()).c_str(), std::max(o.warmup, 1), timing.c_str(),
-              std::max(o.repeats, 1));
+  std::printf("# bench_transfer: rank 0 -> rank 1, world's host transport to rank 1: %s, warmup %d, %s, best of %d\n",
+              std::string(world.transport(kReceiver, Device::cpu()).name()).c_str(), std::max(o.warmup, 1),
+              timing.c_str(), std::max(o.repeats, 1));
 }
 
 // Returns the exit code: 1 when any element was wrong.
@@ -472,12 +520,18 @@ int run_transfers(const DistributedContext& context, const Options& o) {
     if (rank == 0) std::fprintf(stderr, "bench_transfer runs on exactly 2 ranks: mpiexec -n 2 bench_transfer\n");
     return 1;
   }
-  Rows rows{bench::Table({"tree", "leaves", "MiB", "mode", "us/transfer", "GB/s", "vs_raw_buffer", "iters", "#wrong"},
+  Rows rows{bench::Table({"tree", "leaves", "MiB", "transport", "mode", "us/transfer", "GB/s", "vs_raw_buffer", "iters", "#wrong"},
                          o.csv),
             0,
             {}};
+  std::vector<Transport> transports;
+  for (const std::string& name : o.transports) {
+    GroupOptions options = GroupOptions::from_environment();
+    options.host_transport = host_transport_named(name);
+    transports.push_back({name, context.new_group({0, 1}, options)});
+  }
   std::uint32_t stamp = 1;
-  for (const Case& c : o.trees) run_case(c, o, context.world(), rank, stamp, rows);
+  for (const Case& c : o.trees) run_case(c, o, transports, context.world(), rank, stamp, rows);
   if (rank == kSender) {
     if (!o.csv) print_header(o, context.world());
     rows.table.print();
