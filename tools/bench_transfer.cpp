@@ -25,9 +25,15 @@
 // --transports mpi,shm runs the tree modes on a group whose host transport is each of those (MPI;
 // the node-local shared-memory transport), in one run, against the same raw MPI rows.
 //
+// --device cuda: the trees live on each rank's GPU, --transports names CUDA transports (auto: NCCL,
+// or CUDA IPC between ranks of one GPU; nccl; staged), and the last row is one device-to-device copy
+// of the same bytes on rank 0 (d2d-copy), next to raw MPI of host memory: the baselines of CUDA IPC
+// and of staging.
+//
 //   mpiexec -n 2 bench_transfer            tiny trees (CI)
 //   mpiexec -n 2 bench_transfer --full     the trees: 100 x 640 KiB, 1000 x 4 KiB, 1000 x 256 B, 10000 x 64 B
 //   mpiexec -n 2 bench_transfer --transports mpi,shm --cases 1x64MiB,100x640KiB,1000x256B
+//   mpiexec -n 2 bench_transfer --device cuda --transports auto,staged --cases 100x640KiB,1000x256B
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -39,6 +45,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,15 +82,27 @@ struct Options {
   int repeats = 0;          // 0: 3 with --full, 1 otherwise
   double seconds = 0;       // 0: 0.3 with --full, 0.02 otherwise
   bool csv = false;
-  std::vector<std::string> transports{"auto"};  // host transports the tree modes run over
+  std::vector<std::string> transports{"auto"};  // transports the tree modes run over
+  std::string device = "cpu";
 };
 
-// GroupOptions::host_transport by the name --transports (and TENSORTREE_HOST_TRANSPORT) uses.
-HostTransport host_transport_named(const std::string& name) {
-  if (name == "auto") return HostTransport::Auto;
-  if (name == "mpi") return HostTransport::Mpi;
-  if (name == "shm") return HostTransport::SharedMemory;
-  throw CLI::ValidationError("--transports", "unknown transport '" + name + "' (auto, mpi or shm)");
+// A group's options with the transport --transports names for `device` (the names of
+// TENSORTREE_HOST_TRANSPORT and TENSORTREE_CUDA_TRANSPORT); a CLI::ValidationError for another.
+GroupOptions options_with_transport(const std::string& name, const std::string& device) {
+  GroupOptions options = GroupOptions::from_environment();
+  if (device == "cpu" && (name == "auto" || name == "mpi" || name == "shm")) {
+    options.host_transport = name == "mpi" ? HostTransport::Mpi
+                             : name == "shm" ? HostTransport::SharedMemory
+                                             : HostTransport::Auto;
+  } else if (device == "cuda" && (name == "auto" || name == "nccl" || name == "staged")) {
+    options.cuda_transport = name == "nccl" ? CudaTransport::Nccl
+                             : name == "staged" ? CudaTransport::Staged
+                                                : CudaTransport::Auto;
+  } else {
+    throw CLI::ValidationError("--transports", "no transport '" + name + "' for " + device +
+                                                   " (cpu: auto, mpi, shm; cuda: auto, nccl, staged)");
+  }
+  return options;
 }
 
 const std::vector<std::string> kFullCases = {"100x640KiB", "1000x4KiB", "1000x256B", "10000x64B"};
@@ -139,11 +158,11 @@ std::string leaf_path(std::int64_t leaf) {
   return text;
 }
 
-TensorTree make_tree(const Case& c) {
+TensorTree make_tree(const Case& c, Device device) {
   TensorTree tree{Shape{}};
   const std::int64_t elements = c.leaf_bytes / 4;
   for (std::int64_t leaf = 0; leaf < c.leaves; ++leaf) {
-    tree.set(leaf_path(leaf), Tensor::zeros({elements}, {DType::UInt32}));
+    tree.set(leaf_path(leaf), Tensor::zeros({elements}, {DType::UInt32, device}));
   }
   return tree;
 }
@@ -166,11 +185,14 @@ std::int64_t wrong_in_block(const std::uint32_t* data, std::uint32_t stamp, std:
   return wrong;
 }
 
-// Writes in place, so a consolidated tree stays consolidated.
+// Writes in place (through host memory for a CUDA leaf), so a consolidated tree stays consolidated.
 void fill_tree(const TensorTree& tree, const Case& c, std::uint32_t stamp) {
   const std::vector<Tensor> leaves = leaves_of(tree, c);
   for (std::size_t i = 0; i < leaves.size(); ++i) {
-    fill_block(leaves[i].data<std::uint32_t>(), stamp, static_cast<std::int64_t>(i), leaves[i].numel());
+    const bool on_host = leaves[i].device().is_cpu();
+    const Tensor host = on_host ? leaves[i] : Tensor::empty(leaves[i].shape(), {DType::UInt32});
+    fill_block(host.data<std::uint32_t>(), stamp, static_cast<std::int64_t>(i), host.numel());
+    if (!on_host) leaves[i].copy_(host);
   }
 }
 
@@ -178,7 +200,8 @@ std::int64_t wrong_in_tree(const TensorTree& tree, const Case& c, std::uint32_t 
   std::int64_t wrong = 0;
   const std::vector<Tensor> leaves = leaves_of(tree, c);
   for (std::size_t i = 0; i < leaves.size(); ++i) {
-    wrong += wrong_in_block(leaves[i].data<std::uint32_t>(), stamp, static_cast<std::int64_t>(i), leaves[i].numel());
+    const Tensor host = leaves[i].to(Device::cpu());
+    wrong += wrong_in_block(host.data<std::uint32_t>(), stamp, static_cast<std::int64_t>(i), host.numel());
   }
   return wrong;
 }
@@ -201,9 +224,10 @@ std::int64_t wrong_in_buffer(const Tensor& buffer, const Case& c, std::uint32_t 
 }
 
 // ---- modes ------------------------------------------------------------------------------------------------
-enum class Mode { Consolidated, PackSend, PerLeaf, RawBuffer, RawPerLeaf };
+enum class Mode { Consolidated, PackSend, PerLeaf, RawBuffer, RawPerLeaf, DeviceCopy };
 
-bool is_raw(Mode mode) { return mode == Mode::RawBuffer || mode == Mode::RawPerLeaf; }
+// The baselines: raw MPI of host memory, or one device-to-device copy.
+bool is_baseline(Mode mode) { return mode == Mode::RawBuffer || mode == Mode::RawPerLeaf || mode == Mode::DeviceCopy; }
 
 const char* mode_name(Mode mode) {
   switch (mode) {
@@ -212,6 +236,7 @@ const char* mode_name(Mode mode) {
     case Mode::PerLeaf: return "per-leaf";
     case Mode::RawBuffer: return "raw-buffer";
     case Mode::RawPerLeaf: return "raw-per-leaf";
+    case Mode::DeviceCopy: return "d2d-copy";
   }
   return "?";
 }
@@ -234,19 +259,27 @@ struct Endpoint {
   const Group& world;
   int rank;
   TensorTree tree;               // tree modes (consolidated on both ends for Mode::Consolidated)
-  Tensor buffer;                 // raw-buffer
+  Tensor buffer;                 // raw-buffer; d2d-copy: the source
+  Tensor copy;                   // d2d-copy: the destination
   std::vector<Tensor> leaves;    // raw-per-leaf: the leaves of a tree that is not consolidated
 
   void fill(std::uint32_t stamp) const {
     if (mode == Mode::RawBuffer) {
       fill_buffer(buffer, c, stamp);
+    } else if (mode == Mode::DeviceCopy) {
+      if (!buffer.defined()) return;  // only rank 0 copies
+      const Tensor host = Tensor::empty(buffer.shape(), {DType::UInt32});
+      fill_buffer(host, c, stamp);
+      buffer.copy_(host);
     } else {
       fill_tree(tree, c, stamp);
     }
   }
 
+  // Rank 1's count of wrong elements (rank 0's, for the copy it made itself).
   std::int64_t wrong(std::uint32_t stamp) const {
     if (mode == Mode::RawBuffer) return wrong_in_buffer(buffer, c, stamp);
+    if (mode == Mode::DeviceCopy) return copy.defined() ? wrong_in_buffer(copy.to(Device::cpu()), c, stamp) : 0;
     std::int64_t wrong = wrong_in_tree(tree, c, stamp);
     // A consolidated receiver must still be consolidated (swapped buffers, not a silent unpack).
     if (mode == Mode::Consolidated && !tree.is_consolidated()) wrong += 1;
@@ -276,6 +309,14 @@ struct Endpoint {
         }
         return;
       }
+      case Mode::DeviceCopy: {
+        if (rank != kSender) return;
+        copy.copy_(buffer);
+        // cudaMemcpy returns before a device-to-device copy ends; a copy of one element to the host
+        // waits for it, as a tree transfer waits for its data.
+        (void)copy.narrow(0, 0, 1).to(Device::cpu());
+        return;
+      }
       case Mode::RawPerLeaf: {
         const int count = static_cast<int>(c.leaf_bytes);
         for (const Tensor& leaf : leaves) {
@@ -292,19 +333,25 @@ struct Endpoint {
   }
 };
 
-Endpoint make_endpoint(Mode mode, const Case& c, const Group& world, int rank) {
-  Endpoint end{mode, c, world, rank, {}, {}, {}};
+Endpoint make_endpoint(Mode mode, const Case& c, const Group& group, int rank, Device device) {
+  Endpoint end{mode, c, group, rank, {}, {}, {}, {}};
   switch (mode) {
-    case Mode::Consolidated: end.tree = make_tree(c).consolidate(); break;
+    case Mode::Consolidated: end.tree = make_tree(c, device).consolidate(); break;
     case Mode::PackSend:
       // The sender's tree is not consolidated (every send packs it); the receiver's is.
-      end.tree = rank == kSender ? make_tree(c) : make_tree(c).consolidate();
+      end.tree = rank == kSender ? make_tree(c, device) : make_tree(c, device).consolidate();
       break;
-    case Mode::PerLeaf: end.tree = make_tree(c); break;
+    case Mode::PerLeaf: end.tree = make_tree(c, device); break;
     case Mode::RawBuffer: end.buffer = Tensor::zeros({c.total_bytes() / 4}, {DType::UInt32}); break;
     case Mode::RawPerLeaf:
-      end.tree = make_tree(c);
+      end.tree = make_tree(c, Device::cpu());
       end.leaves = leaves_of(end.tree, c);
+      break;
+    case Mode::DeviceCopy:
+      if (rank == kSender) {
+        end.buffer = Tensor::zeros({c.total_bytes() / 4}, {DType::UInt32, device});
+        end.copy = Tensor::zeros({c.total_bytes() / 4}, {DType::UInt32, device});
+      }
       break;
   }
   return end;
@@ -363,14 +410,15 @@ double timed(Endpoint& end, int n, const Group& world, int rank) {
   return elapsed_since(start) / n;
 }
 
-// One more transfer, of values no earlier transfer held, checked element by element on rank 1;
-// every rank gets the count of wrong elements.
+// One more transfer, of values no earlier transfer held, checked element by element; every rank
+// gets the count of wrong elements.
 std::int64_t checked_transfer(Endpoint& end, std::uint32_t stamp, const Group& world, int rank) {
   if (rank == kSender) end.fill(stamp);
   end.transfer();
   const Tensor wrong = Tensor::zeros({1}, {DType::Int64});
-  if (rank == kReceiver) wrong.data<std::int64_t>()[0] = end.wrong(stamp);
-  dist::broadcast(wrong, kReceiver, world);
+  // The receiver checks a transfer; rank 0 checks the copy it made itself.
+  if (rank == kReceiver || end.mode == Mode::DeviceCopy) wrong.data<std::int64_t>()[0] = end.wrong(stamp);
+  dist::all_reduce(wrong, world);
   return wrong.data<std::int64_t>()[0];
 }
 
@@ -391,26 +439,30 @@ struct Variant {
   Mode mode;
   const Transport* transport;  // null for the raw modes
 
-  std::string transport_name() const { return transport ? transport->name : "raw mpi"; }
+  std::string transport_name() const {
+    if (transport) return transport->name;
+    return mode == Mode::DeviceCopy ? "cuda" : "raw mpi";
+  }
 };
 
-std::vector<Variant> variants_of(const std::vector<Transport>& transports) {
-  // The baseline first; the table lists the tree modes first.
+// Raw MPI of one host buffer first; then each transport's tree modes; last raw MPI per leaf (host
+// trees) or one device-to-device copy (CUDA trees).
+std::vector<Variant> variants_of(const std::vector<Transport>& transports, Device device) {
   std::vector<Variant> variants{{Mode::RawBuffer, nullptr}};
   for (const Transport& transport : transports) {
     for (Mode mode : {Mode::Consolidated, Mode::PackSend, Mode::PerLeaf}) variants.push_back({mode, &transport});
   }
-  variants.push_back({Mode::RawPerLeaf, nullptr});
+  variants.push_back({device.is_cpu() ? Mode::RawPerLeaf : Mode::DeviceCopy, nullptr});
   return variants;
 }
 
 void run_case(const Case& c, const Options& o, const std::vector<Transport>& transports, const Group& world,
-              int rank, std::uint32_t& stamp, Rows& rows) {
-  const std::vector<Variant> variants = variants_of(transports);
+              Device device, int rank, std::uint32_t& stamp, Rows& rows) {
+  const std::vector<Variant> variants = variants_of(transports, device);
   std::vector<Endpoint> ends;
   ends.reserve(variants.size());
   for (const Variant& variant : variants) {
-    ends.push_back(make_endpoint(variant.mode, c, variant.transport ? variant.transport->group : world, rank));
+    ends.push_back(make_endpoint(variant.mode, c, variant.transport ? variant.transport->group : world, rank, device));
     if (rank == kSender) ends.back().fill(stamp);
     stamp += 1000003u;
   }
@@ -429,12 +481,12 @@ void run_case(const Case& c, const Options& o, const std::vector<Transport>& tra
   }
 
   const double raw = results.front().seconds;
-  const double raw_per_leaf = results.back().seconds;
+  const double last_baseline = results.back().seconds;  // raw-per-leaf or d2d-copy
   const double mib = static_cast<double>(c.total_bytes()) / (1 << 20);
   // Tree modes first, then the raw ones.
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < variants.size(); ++i) {
-    if (!is_raw(variants[i].mode)) order.push_back(i);
+    if (!is_baseline(variants[i].mode)) order.push_back(i);
   }
   order.push_back(0);
   order.push_back(variants.size() - 1);
@@ -453,7 +505,8 @@ void run_case(const Case& c, const Options& o, const std::vector<Transport>& tra
     std::string note = "# " + c.name + " over " + variants[i].transport_name() + ": consolidated/raw-buffer speed " +
                        bench::fixed(raw / consolidated, 2) + "; consolidated is " +
                        bench::fixed(per_leaf / consolidated, 1) + "x as fast as per-leaf, " +
-                       bench::fixed(raw_per_leaf / consolidated, 1) + "x as fast as raw-per-leaf";
+                       bench::fixed(last_baseline / consolidated, 2) + "x as fast as " +
+                       mode_name(variants.back().mode) + ", " + bench::fixed(consolidated * 1e6, 1) + " us end to end";
     rows.notes.push_back(note);
   }
 }
@@ -467,7 +520,7 @@ void settle(Options& o) {
   for (const std::string& name : o.cases.empty() ? (o.full ? kFullCases : kSmallCases) : o.cases) {
     o.trees.push_back(parse_case(name));
   }
-  for (const std::string& name : o.transports) host_transport_named(name);
+  for (const std::string& name : o.transports) options_with_transport(name, o.device);
 }
 
 void add_flags(CLI::App& app, Options& o) {
@@ -489,14 +542,15 @@ void add_flags(CLI::App& app, Options& o) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--csv", o.csv, "print CSV instead of a table");
   app.add_option("--transports", o.transports,
-                 "host transports the tree modes run over, each a row set: auto (the group's choice), mpi, "
-                 "shm (default: auto)")
+                 "transports the tree modes run over, each a set of rows: auto (the group's choice), mpi, shm; "
+                 "with --device cuda auto, nccl, staged (default: auto)")
       ->delimiter(',');
+  app.add_option("--device", o.device, "where the trees live")->check(CLI::IsMember({"cpu", "cuda"}));
   // After parsing: an unreadable case is a flag error like any other.
   app.final_callback([&o] { settle(o); });
 }
 
-void print_header(const Options& o, const Group& world) {
+void print_header(const Options& o, const Group& world, Device device) {
   std::string timing;
   if (o.iters > 0) {
     timing += "iters ";
@@ -508,9 +562,9 @@ void print_header(const Options& o, const Group& world) {
     timing += std::to_string(o.min_iters);
     timing += " transfers";
   }
-  std::printf("# bench_transfer: rank 0 -> rank 1, world's host transport to rank 1: %s, warmup %d, %s, best of %d\n",
-              std::string(world.transport(kReceiver, Device::cpu()).name()).c_str(), std::max(o.warmup, 1),
-              timing.c_str(), std::max(o.repeats, 1));
+  std::printf("# bench_transfer: %s trees, rank 0 -> rank 1, world's transport to rank 1: %s, warmup %d, %s, best of %d\n",
+              device.str().c_str(), std::string(world.transport(kReceiver, device).name()).c_str(),
+              std::max(o.warmup, 1), timing.c_str(), std::max(o.repeats, 1));
 }
 
 // Returns the exit code: 1 when any element was wrong.
@@ -524,16 +578,16 @@ int run_transfers(const DistributedContext& context, const Options& o) {
                          o.csv),
             0,
             {}};
+  const std::optional<Device> device = mpi_program::device_named(context, o.device);
+  if (!device) return 77;
   std::vector<Transport> transports;
   for (const std::string& name : o.transports) {
-    GroupOptions options = GroupOptions::from_environment();
-    options.host_transport = host_transport_named(name);
-    transports.push_back({name, context.new_group({0, 1}, options)});
+    transports.push_back({name, context.new_group({0, 1}, options_with_transport(name, o.device))});
   }
   std::uint32_t stamp = 1;
-  for (const Case& c : o.trees) run_case(c, o, transports, context.world(), rank, stamp, rows);
+  for (const Case& c : o.trees) run_case(c, o, transports, context.world(), *device, rank, stamp, rows);
   if (rank == kSender) {
-    if (!o.csv) print_header(o, context.world());
+    if (!o.csv) print_header(o, context.world(), *device);
     rows.table.print();
     if (!o.csv) {
       for (const std::string& note : rows.notes) std::printf("%s\n", note.c_str());
