@@ -244,6 +244,46 @@ TEST_CASE("node-local: receives from any source take a large tensor from every o
   barrier();
 }
 
+TEST_CASE("node-local: receives from any source posted together take each sender's messages in the order sent",
+          "[node_local]") {
+  if (world_size() < 2) return;
+  const Group group = shared_memory_group();
+  const int me = group.rank();
+  constexpr int kPerSender = 24;
+  constexpr std::int64_t kLength = 4096;  // 32 KiB: through a region
+  if (me != 0) {
+    barrier();  // rank 0 has posted every receive
+    std::vector<WorkPtr> sends;
+    for (int index = 0; index < kPerSender; ++index) {
+      sends.push_back(dist::isend(message_values(me, index, kLength), 0, group, {.tag = 85}));
+    }
+    for (const WorkPtr& send : sends) send->wait();
+  } else {
+    const int total = kPerSender * (group.size() - 1);
+    std::vector<Tensor> received;
+    std::vector<WorkPtr> receives;
+    for (int i = 0; i < total; ++i) {
+      received.push_back(Tensor::zeros({kLength}, {DType::Float64}));
+      receives.push_back(dist::irecv(received.back(), kAnySource, group, {.tag = 85}));
+    }
+    barrier();
+    // MPI does not let one sender's messages overtake each other: the receives posted first hold
+    // each sender's first messages, whichever order their frames were polled in.
+    std::vector<int> next_index(static_cast<std::size_t>(group.size()), 0);
+    for (int i = 0; i < total; ++i) {
+      receives[static_cast<std::size_t>(i)]->wait();
+      const int source = receives[static_cast<std::size_t>(i)]->source_rank();
+      INFO("receive " << i << " from rank " << source);
+      REQUIRE(source > 0);
+      REQUIRE(source < group.size());
+      int& expected = next_index[static_cast<std::size_t>(source)];
+      CHECK(message_mismatch(received[static_cast<std::size_t>(i)], source, expected) == "");
+      expected += 1;
+    }
+  }
+  barrier();
+}
+
 namespace {
 
 // A frame that names shared memory as rank 1 describes it to rank 0, sent on the group's

@@ -1,6 +1,5 @@
 #include "transport/shm/incoming_frames.hpp"
 
-#include <algorithm>
 #include <utility>
 
 #include "tensortree/backend.hpp"
@@ -23,10 +22,20 @@ std::shared_ptr<const IncomingFrames::Receive> IncomingFrames::expect(WorkPtr ar
 void IncomingFrames::progress() {
   const std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;
-  std::erase_if(posted_, [](const std::weak_ptr<Receive>& posted) {
-    const std::shared_ptr<Receive> receive = posted.lock();
-    return !receive || settle_if_arrived(*receive);
-  });
+  // A receive from kAnySource matches its message only when polled: while an earlier one is still
+  // waiting, a later one is not polled, or it could take the message meant for the earlier one.
+  bool earlier_any_source_waits = false;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < posted_.size(); ++i) {
+    const std::shared_ptr<Receive> receive = posted_[i].lock();
+    if (!receive) continue;
+    const bool any_source = receive->source_ == kAnySource;
+    if (!(any_source && earlier_any_source_waits) && settle_if_arrived(*receive)) continue;
+    earlier_any_source_waits = earlier_any_source_waits || any_source;
+    if (kept != i) posted_[kept] = std::move(posted_[i]);
+    ++kept;
+  }
+  posted_.resize(kept);
 }
 
 bool IncomingFrames::settle_if_arrived(Receive& receive) {

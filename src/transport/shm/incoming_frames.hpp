@@ -43,8 +43,8 @@ class IncomingFrames {
   // owns the record: once it lets go, the receive is forgotten (and `arrived` cancelled).
   std::shared_ptr<const Receive> expect(WorkPtr arrived, int peer, std::function<void(int source)> deliver,
                                         std::function<void()> explain_failure);
-  // Settles every recorded receive whose frame has arrived, in the order they were posted; returns
-  // at once if another thread is doing it.
+  // Settles every recorded receive whose frame has arrived, in the order they were posted (receives
+  // from kAnySource match in that order too); returns at once if another thread is doing it.
   void progress();
 
  private:
