@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/file_descriptor.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -18,20 +19,6 @@ namespace {
 std::string path_of(const SharedFileAddress& address) {
   return "/proc/" + std::to_string(address.pid) + "/fd/" + std::to_string(address.fd);
 }
-
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
@@ -48,7 +35,7 @@ SharedFileAddress address_of(const Storage& storage) {
 
 StoragePtr map_peer_file(const SharedFileAddress& address, std::uint64_t nbytes) {
   const std::string path = path_of(address);
-  const Descriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.get() < 0) throw BackendError("opening a peer's shared memory " + path + " failed: " + std::strerror(errno));
   struct stat info {};
   if (::fstat(file.get(), &info) != 0) throw BackendError("fstat of " + path + " failed: " + std::strerror(errno));

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/file_descriptor.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/storage.hpp"
 
@@ -20,30 +21,10 @@ namespace {
   throw BackendError(call + " failed: " + std::strerror(errno));
 }
 
-// Closes a descriptor unless released: the error paths between open and adoption.
-class FdGuard {
- public:
-  explicit FdGuard(int fd) : fd_(fd) {}
-  FdGuard(const FdGuard&) = delete;
-  FdGuard& operator=(const FdGuard&) = delete;
-  ~FdGuard() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
-
 }  // namespace
 
 std::shared_ptr<Storage> Storage::map_shared(int fd) {
-  FdGuard own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  detail::FileDescriptor own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
   if (own.get() < 0) throw_errno("fcntl(F_DUPFD_CLOEXEC) of shared memory fd " + std::to_string(fd));
   struct stat info {};
   if (::fstat(own.get(), &info) != 0) throw_errno("fstat of shared memory fd " + std::to_string(fd));
@@ -63,7 +44,7 @@ std::shared_ptr<Storage> Storage::map_shared(int fd) {
 }
 
 std::shared_ptr<Storage> Storage::allocate_shared(std::size_t nbytes) {
-  FdGuard fd(::memfd_create("tensortree-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  detail::FileDescriptor fd(::memfd_create("tensortree-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (fd.get() < 0) throw_errno("memfd_create");
   if (::ftruncate(fd.get(), static_cast<off_t>(nbytes)) != 0) {
     throw_errno("ftruncate of a memfd to " + std::to_string(nbytes) + " bytes");

@@ -27,18 +27,6 @@ void throw_os_error(std::string_view call, const std::filesystem::path& path, in
   throw_foreign_error("OS", what, std::strerror(err), err, file, line);
 }
 
-FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-FileDescriptor::~FileDescriptor() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 std::pair<FileDescriptor, int> open_at(int dir_fd, const std::string& name, int flags, mode_t mode) {
   int fd = -1;
   do {

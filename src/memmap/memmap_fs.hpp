@@ -12,29 +12,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/file_descriptor.hpp"
+
 namespace tensortree::detail {
 
 // BackendError "OS error <errno> (<strerror>) in <call> '<path>' at file:line".
 [[noreturn]] void throw_os_error(std::string_view call, const std::filesystem::path& path, int err,
                                  const char* file, int line);
 #define TT_OS_ERROR(call, path) ::tensortree::detail::throw_os_error((call), (path), errno, __FILE__, __LINE__)
-
-class FileDescriptor {
- public:
-  FileDescriptor() = default;
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  FileDescriptor& operator=(FileDescriptor&& other) noexcept;
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor();
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
 
 // openat(2) with O_CLOEXEC | O_NOFOLLOW added: a symbolic link fails with ELOOP. Returns the
 // descriptor, or an invalid one and the errno.

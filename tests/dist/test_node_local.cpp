@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dist_support.hpp"
+#include "tree_values.hpp"
 #include "transport/shm/frame.hpp"
 #include "transport/shm/host_shareable_memory.hpp"
 #include "tensortree/dist_context.hpp"
@@ -28,12 +29,6 @@ using namespace tensortree;
 using namespace tensortree::test;
 
 namespace {
-
-struct LeafDef {
-  const char* path;
-  DType dtype;
-  Shape shape;
-};
 
 constexpr std::int64_t kB = 8;
 
@@ -50,51 +45,10 @@ const std::vector<LeafDef>& trajectory() {
   return defs;
 }
 
-// Non-zero, distinct per rank, step, leaf and element, exact in every dtype above.
-double value(int rank, int step, std::size_t leaf, std::int64_t i) {
-  return static_cast<double>(1 + (rank * 31 + step * 7 + static_cast<std::int64_t>(leaf) * 13 + i) % 120);
-}
-
-Tensor leaf_values(const LeafDef& def, int rank, int step, std::size_t leaf) {
-  Tensor out = Tensor::empty(def.shape, {def.dtype});
-  visit_dtype(def.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_arithmetic_v<T>) {
-      for (std::int64_t i = 0; i < out.numel(); ++i) out.data<T>()[i] = static_cast<T>(value(rank, step, leaf, i));
-    }
-  });
-  return out;
-}
-
-TensorTree make_tree(int rank, int step) {
-  TensorTree tree(Shape{kB});
-  for (std::size_t leaf = 0; leaf < trajectory().size(); ++leaf) {
-    tree.set(trajectory()[leaf].path, leaf_values(trajectory()[leaf], rank, step, leaf));
-  }
-  return tree;
-}
-
-TensorTree zeros_tree() {
-  TensorTree tree(Shape{kB});
-  for (const LeafDef& def : trajectory()) tree.set(def.path, Tensor::zeros(def.shape, {def.dtype}));
-  return tree;
-}
-
-// Empty when every element of every leaf holds rank's value for `step`.
+TensorTree make_tree(int rank, int step) { return make_tree(trajectory(), {kB}, rank, step); }
+TensorTree zeros_tree() { return zeros_tree(trajectory(), {kB}); }
 std::string tree_mismatch(const TensorTree& tree, int rank, int step) {
-  for (std::size_t leaf = 0; leaf < trajectory().size(); ++leaf) {
-    const LeafDef& def = trajectory()[leaf];
-    if (!tree.contains(def.path)) return std::string(def.path) + " is missing";
-    const Tensor& got = tree.get(def.path);
-    if (got.dtype() != def.dtype || got.shape() != def.shape) return std::string(def.path) + " has another dtype or shape";
-    for (std::int64_t i = 0; i < got.numel(); ++i) {
-      if (got.value_at_linear(i).real() != value(rank, step, leaf, i)) {
-        return std::string(def.path) + ": element " + std::to_string(i) + " is " +
-               std::to_string(got.value_at_linear(i).real());
-      }
-    }
-  }
-  return {};
+  return tree_mismatch(tree, trajectory(), rank, step);
 }
 
 // 1-D float64 values of `rank` for message `index`: exact, distinct per rank, message and element.

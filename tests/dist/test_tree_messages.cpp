@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dist_support.hpp"
+#include "tree_values.hpp"
 #include "transport/shm/frame.hpp"
 #include "tensortree/dist_context.hpp"
 #include "tensortree/dist_ops.hpp"
@@ -142,12 +143,6 @@ int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Com
 
 namespace {
 
-struct LeafDef {
-  const char* path;
-  DType dtype;
-  Shape shape;
-};
-
 constexpr std::int64_t kB = 4;
 
 // A nested tree of mixed dtypes: images, actions, rewards, the next step, episode statistics.
@@ -164,58 +159,9 @@ const std::vector<LeafDef>& rollout() {
   return defs;
 }
 
-// Non-zero, distinct per rank, step, leaf and element, exact in every dtype above.
-double value(int rank, int step, std::size_t leaf, std::int64_t i) {
-  return static_cast<double>(1 + (rank * 31 + step * 7 + static_cast<std::int64_t>(leaf) * 13 + i) % 120);
-}
-
-Tensor values_tensor(const LeafDef& def, int rank, int step, std::size_t leaf) {
-  Tensor out = Tensor::empty(def.shape, {DType::Float64});
-  auto* data = out.data<double>();
-  for (std::int64_t i = 0; i < out.numel(); ++i) data[i] = value(rank, step, leaf, i);
-  return out;
-}
-
-// Writes rank's values for `step` into every leaf of `tree`, in place.
-void fill(const TensorTree& tree, int rank, int step) {
-  for (std::size_t leaf = 0; leaf < rollout().size(); ++leaf) {
-    const LeafDef& def = rollout()[leaf];
-    const Tensor target = tree.get(def.path);
-    const Tensor source = values_tensor(def, rank, step, leaf);
-    for (std::int64_t i = 0; i < target.numel(); ++i) {
-      // Through a float64 staging tensor: every value is exact in every dtype used.
-      visit_dtype(def.dtype, [&](auto tag) {
-        using T = decltype(tag);
-        if constexpr (std::is_arithmetic_v<T>) target.data<T>()[i] = static_cast<T>(source.data<double>()[i]);
-      });
-    }
-  }
-}
-
-TensorTree make_tree(int rank, int step) {
-  TensorTree tree(Shape{kB});
-  for (const LeafDef& def : rollout()) tree.set(def.path, Tensor::zeros(def.shape, {def.dtype}));
-  fill(tree, rank, step);
-  return tree;
-}
-
-// Empty when every element of every leaf holds rank's value for `step`.
-std::string tree_mismatch(const TensorTree& tree, int rank, int step) {
-  for (std::size_t leaf = 0; leaf < rollout().size(); ++leaf) {
-    const LeafDef& def = rollout()[leaf];
-    if (!tree.contains(def.path)) return std::string(def.path) + " is missing";
-    const Tensor& got = tree.get(def.path);
-    if (got.dtype() != def.dtype || got.shape() != def.shape) return std::string(def.path) + " has another dtype or shape";
-    for (std::int64_t i = 0; i < got.numel(); ++i) {
-      if (got.value_at_linear(i).real() != value(rank, step, leaf, i)) {
-        std::string problem = def.path;
-        problem += ": element " + std::to_string(i) + " is " + std::to_string(got.value_at_linear(i).real());
-        return problem;
-      }
-    }
-  }
-  return {};
-}
+TensorTree make_tree(int rank, int step) { return make_tree(rollout(), {kB}, rank, step); }
+void fill(const TensorTree& tree, int rank, int step) { fill_tree(tree, rollout(), rank, step); }
+std::string tree_mismatch(const TensorTree& tree, int rank, int step) { return tree_mismatch(tree, rollout(), rank, step); }
 
 // A group of every rank whose host tensors between ranks go as `transport` says.
 Group all_ranks_over(HostTransport transport) {
