@@ -126,6 +126,29 @@ TEST_CASE("node-local: nested trees around a ring in every sender and receiver f
   barrier();
 }
 
+TEST_CASE("node-local: a rank in a collective still takes the frames its posted receives are waiting for",
+          "[node_local][tree_comm]") {
+  if (world_size() < 2) return;
+  const Group group = shared_memory_group();
+  const int me = group.rank();
+  // Rank 0 waits on its send before the barrier; rank 1 joins the barrier before it waits on its
+  // receive. The send completes only once rank 1 has taken the tree, which it does inside the barrier.
+  if (me == 0) {
+    const TensorTree outgoing = make_tree(0, 20);  // packed into shared memory: sent in place
+    outgoing.isend(1, group, {.tag = 55})->wait();
+    dist::barrier(group);
+  } else {
+    TensorTree incoming = zeros_tree();
+    const WorkPtr received = me == 1 ? incoming.irecv(0, group, {.tag = 55}) : nullptr;
+    dist::barrier(group);
+    if (received) {
+      received->wait();
+      CHECK(tree_mismatch(incoming, 0, 20) == "");
+    }
+  }
+  barrier();
+}
+
 TEST_CASE("node-local: blocking send and recv, then init_remote to a rank that knows nothing of the tree",
           "[node_local][tree_comm]") {
   if (world_size() < 2) return;

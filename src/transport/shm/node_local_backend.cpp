@@ -237,6 +237,30 @@ class FrameReceive final : public Work {
   int peer_;
 };
 
+// An operation on the fallback backend that settles the frame receives whenever it is polled.
+class Progressing final : public Work {
+ public:
+  Progressing(std::shared_ptr<State> state, WorkPtr inner, const char* operation)
+      : state_(std::move(state)), inner_(std::move(inner)), operation_(operation) {}
+
+  int source_rank() const override { return inner_->source_rank(); }
+
+ protected:
+  bool test() override {
+    state_->incoming.progress();
+    return inner_->is_completed();
+  }
+  void block() override { state_->wait_for(operation_, [this] { return test(); }); }
+  void finish() override {
+    if (const std::exception_ptr error = inner_->exception()) std::rethrow_exception(error);
+  }
+
+ private:
+  std::shared_ptr<State> state_;
+  WorkPtr inner_;
+  const char* operation_;
+};
+
 }  // namespace
 
 NodeLocalBackend::NodeLocalBackend(std::shared_ptr<ShareableMemory> memory, std::shared_ptr<Backend> control,
@@ -253,6 +277,46 @@ NodeLocalBackend::NodeLocalBackend(std::shared_ptr<ShareableMemory> memory, std:
 
 bool NodeLocalBackend::is_local(int peer) const { return state_->is_local(peer); }
 
+WorkPtr NodeLocalBackend::progressing(WorkPtr work, const char* operation) const {
+  return std::make_shared<Progressing>(state_, std::move(work), operation);
+}
+
+WorkPtr NodeLocalBackend::broadcast(const Tensor& tensor, int root) {
+  return progressing(fallback_->broadcast(tensor, root), "broadcast");
+}
+
+WorkPtr NodeLocalBackend::all_reduce(const Tensor& tensor, ReduceOp op) {
+  return progressing(fallback_->all_reduce(tensor, op), "all_reduce");
+}
+
+WorkPtr NodeLocalBackend::reduce(const Tensor& tensor, int root, ReduceOp op) {
+  return progressing(fallback_->reduce(tensor, root, op), "reduce");
+}
+
+WorkPtr NodeLocalBackend::all_gather(const Tensor& output, const Tensor& input) {
+  return progressing(fallback_->all_gather(output, input), "all_gather");
+}
+
+WorkPtr NodeLocalBackend::gather(const Tensor& output, const Tensor& input, int root) {
+  return progressing(fallback_->gather(output, input, root), "gather");
+}
+
+WorkPtr NodeLocalBackend::scatter(const Tensor& output, const Tensor& input, int root) {
+  return progressing(fallback_->scatter(output, input, root), "scatter");
+}
+
+WorkPtr NodeLocalBackend::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
+  return progressing(fallback_->reduce_scatter(output, input, op), "reduce_scatter");
+}
+
+WorkPtr NodeLocalBackend::all_to_all(const Tensor& output, const Tensor& input,
+                                     std::span<const std::int64_t> output_counts,
+                                     std::span<const std::int64_t> input_counts) {
+  return progressing(fallback_->all_to_all(output, input, output_counts, input_counts), "all_to_all");
+}
+
+WorkPtr NodeLocalBackend::barrier() { return progressing(fallback_->barrier(), "barrier"); }
+
 BackendCapabilities NodeLocalBackend::capabilities() const {
   BackendCapabilities capabilities = fallback_->capabilities();
   const bool all_local = std::count(state_->local.begin(), state_->local.end(), 1) == size() - 1;
@@ -261,7 +325,7 @@ BackendCapabilities NodeLocalBackend::capabilities() const {
 }
 
 WorkPtr NodeLocalBackend::send(const Tensor& tensor, int dst, int tag) {
-  if (!is_local(dst)) return fallback_->send(tensor, dst, tag);
+  if (!is_local(dst)) return progressing(fallback_->send(tensor, dst, tag), "send");
   State& state = *state_;
   const std::size_t nbytes = tensor.nbytes();
   if (nbytes <= state.options.inline_bytes) {
@@ -294,7 +358,7 @@ WorkPtr NodeLocalBackend::send(const Tensor& tensor, int dst, int tag) {
 }
 
 WorkPtr NodeLocalBackend::recv(const Tensor& tensor, int src, int tag) {
-  if (src != kAnySource && !is_local(src)) return fallback_->recv(tensor, src, tag);
+  if (src != kAnySource && !is_local(src)) return progressing(fallback_->recv(tensor, src, tag), "recv");
   const std::shared_ptr<State> state = state_;
   if (src != kAnySource) {
     Tensor message = frame_message(tensor.nbytes() <= state->options.inline_bytes ? tensor.nbytes() : 0);
@@ -371,7 +435,7 @@ WorkPtr NodeLocalBackend::batch_p2p(std::span<const P2POp> ops) {
       works.push_back(op.kind == P2POp::Kind::Send ? send(op.tensor, op.peer, op.tag) : recv(op.tensor, op.peer, op.tag));
     }
   }
-  if (!others.empty()) works.insert(works.begin(), fallback_->batch_p2p(others));
+  if (!others.empty()) works.insert(works.begin(), progressing(fallback_->batch_p2p(others), "batch_p2p"));
   if (works.size() == 1) return works.front();
   return Work::all(std::move(works));
 }

@@ -56,26 +56,18 @@ class NodeLocalBackend final : public Backend {
   int rank() const override { return control_->rank(); }
   int size() const override { return control_->size(); }
 
-  WorkPtr broadcast(const Tensor& tensor, int root) override { return fallback_->broadcast(tensor, root); }
-  WorkPtr all_reduce(const Tensor& tensor, ReduceOp op) override { return fallback_->all_reduce(tensor, op); }
-  WorkPtr reduce(const Tensor& tensor, int root, ReduceOp op) override { return fallback_->reduce(tensor, root, op); }
-  WorkPtr all_gather(const Tensor& output, const Tensor& input) override {
-    return fallback_->all_gather(output, input);
-  }
-  WorkPtr gather(const Tensor& output, const Tensor& input, int root) override {
-    return fallback_->gather(output, input, root);
-  }
-  WorkPtr scatter(const Tensor& output, const Tensor& input, int root) override {
-    return fallback_->scatter(output, input, root);
-  }
-  WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
-    return fallback_->reduce_scatter(output, input, op);
-  }
+  // Collectives go to `fallback`; while one waits, this rank still takes the frames that reached its
+  // receives (a peer may wait on its send for that before it joins the collective).
+  WorkPtr broadcast(const Tensor& tensor, int root) override;
+  WorkPtr all_reduce(const Tensor& tensor, ReduceOp op) override;
+  WorkPtr reduce(const Tensor& tensor, int root, ReduceOp op) override;
+  WorkPtr all_gather(const Tensor& output, const Tensor& input) override;
+  WorkPtr gather(const Tensor& output, const Tensor& input, int root) override;
+  WorkPtr scatter(const Tensor& output, const Tensor& input, int root) override;
+  WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr all_to_all(const Tensor& output, const Tensor& input, std::span<const std::int64_t> output_counts,
-                     std::span<const std::int64_t> input_counts) override {
-    return fallback_->all_to_all(output, input, output_counts, input_counts);
-  }
-  WorkPtr barrier() override { return fallback_->barrier(); }
+                     std::span<const std::int64_t> input_counts) override;
+  WorkPtr barrier() override;
 
   WorkPtr send(const Tensor& tensor, int dst, int tag) override;
   WorkPtr recv(const Tensor& tensor, int src, int tag) override;
@@ -89,6 +81,8 @@ class NodeLocalBackend final : public Backend {
 
  private:
   bool is_local(int peer) const;
+  // `work`, on the fallback, settling this rank's frame receives whenever it is polled.
+  WorkPtr progressing(WorkPtr work, const char* operation) const;
 
   std::shared_ptr<State> state_;
   std::shared_ptr<Backend> control_;
