@@ -1,5 +1,6 @@
 #include "transport/shm/incoming_frames.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "tensortree/backend.hpp"
@@ -36,6 +37,11 @@ void IncomingFrames::progress() {
     ++kept;
   }
   posted_.resize(kept);
+}
+
+bool IncomingFrames::waiting() {
+  const std::lock_guard lock(mutex_);
+  return std::any_of(posted_.begin(), posted_.end(), [](const std::weak_ptr<Receive>& posted) { return !posted.expired(); });
 }
 
 bool IncomingFrames::settle_if_arrived(Receive& receive) {

@@ -46,6 +46,8 @@ class IncomingFrames {
   // Settles every recorded receive whose frame has arrived, in the order they were posted (receives
   // from kAnySource match in that order too); returns at once if another thread is doing it.
   void progress();
+  // Whether any receive is recorded and not yet settled (or forgotten).
+  bool waiting();
 
  private:
   static bool settle_if_arrived(Receive& receive);

@@ -277,7 +277,10 @@ NodeLocalBackend::NodeLocalBackend(std::shared_ptr<ShareableMemory> memory, std:
 
 bool NodeLocalBackend::is_local(int peer) const { return state_->is_local(peer); }
 
+// Only while receives wait: otherwise the fallback's Work is returned as it is, and keeps what it
+// does when dropped after a Timeout (it is abandoned at once, not waited for again).
 WorkPtr NodeLocalBackend::progressing(WorkPtr work, const char* operation) const {
+  if (!state_->incoming.waiting()) return work;
   return std::make_shared<Progressing>(state_, std::move(work), operation);
 }
 

@@ -56,8 +56,8 @@ class NodeLocalBackend final : public Backend {
   int rank() const override { return control_->rank(); }
   int size() const override { return control_->size(); }
 
-  // Collectives go to `fallback`; while one waits, this rank still takes the frames that reached its
-  // receives (a peer may wait on its send for that before it joins the collective).
+  // Collectives go to `fallback`; while one waits, this rank still takes the frames that reached the
+  // receives it had posted (a peer may wait on its send for that before it joins the collective).
   WorkPtr broadcast(const Tensor& tensor, int root) override;
   WorkPtr all_reduce(const Tensor& tensor, ReduceOp op) override;
   WorkPtr reduce(const Tensor& tensor, int root, ReduceOp op) override;
@@ -81,7 +81,7 @@ class NodeLocalBackend final : public Backend {
 
  private:
   bool is_local(int peer) const;
-  // `work`, on the fallback, settling this rank's frame receives whenever it is polled.
+  // `work`, on the fallback, settling the frame receives already posted whenever it is polled.
   WorkPtr progressing(WorkPtr work, const char* operation) const;
 
   std::shared_ptr<State> state_;
