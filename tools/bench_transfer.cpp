@@ -84,6 +84,7 @@ struct Options {
   bool csv = false;
   std::vector<std::string> transports{"auto"};  // transports the tree modes run over
   std::string device = "cpu";
+  std::vector<std::string> modes;  // empty: every mode; raw-buffer always runs (the baseline)
 };
 
 // A group's options with the transport --transports names for `device` (the names of
@@ -447,18 +448,25 @@ struct Variant {
 
 // Raw MPI of one host buffer first; then each transport's tree modes; last raw MPI per leaf (host
 // trees) or one device-to-device copy (CUDA trees).
-std::vector<Variant> variants_of(const std::vector<Transport>& transports, Device device) {
+std::vector<Variant> variants_of(const std::vector<Transport>& transports, Device device,
+                                 const std::vector<std::string>& modes) {
+  const auto wanted = [&](Mode mode) {
+    return modes.empty() || std::find(modes.begin(), modes.end(), mode_name(mode)) != modes.end();
+  };
   std::vector<Variant> variants{{Mode::RawBuffer, nullptr}};
   for (const Transport& transport : transports) {
-    for (Mode mode : {Mode::Consolidated, Mode::PackSend, Mode::PerLeaf}) variants.push_back({mode, &transport});
+    for (Mode mode : {Mode::Consolidated, Mode::PackSend, Mode::PerLeaf}) {
+      if (wanted(mode)) variants.push_back({mode, &transport});
+    }
   }
-  variants.push_back({device.is_cpu() ? Mode::RawPerLeaf : Mode::DeviceCopy, nullptr});
+  const Mode last = device.is_cpu() ? Mode::RawPerLeaf : Mode::DeviceCopy;
+  if (wanted(last)) variants.push_back({last, nullptr});
   return variants;
 }
 
 void run_case(const Case& c, const Options& o, const std::vector<Transport>& transports, const Group& world,
               Device device, int rank, std::uint32_t& stamp, Rows& rows) {
-  const std::vector<Variant> variants = variants_of(transports, device);
+  const std::vector<Variant> variants = variants_of(transports, device, o.modes);
   std::vector<Endpoint> ends;
   ends.reserve(variants.size());
   for (const Variant& variant : variants) {
@@ -481,7 +489,7 @@ void run_case(const Case& c, const Options& o, const std::vector<Transport>& tra
   }
 
   const double raw = results.front().seconds;
-  const double last_baseline = results.back().seconds;  // raw-per-leaf or d2d-copy
+  const std::size_t last = variants.size() - 1;  // raw-per-leaf or d2d-copy, when it runs
   const double mib = static_cast<double>(c.total_bytes()) / (1 << 20);
   // Tree modes first, then the raw ones.
   std::vector<std::size_t> order;
@@ -489,7 +497,7 @@ void run_case(const Case& c, const Options& o, const std::vector<Transport>& tra
     if (!is_baseline(variants[i].mode)) order.push_back(i);
   }
   order.push_back(0);
-  order.push_back(variants.size() - 1);
+  if (is_baseline(variants[last].mode) && last != 0) order.push_back(last);
   for (std::size_t i : order) {
     const Measurement& m = results[i];
     rows.wrong += m.wrong;
@@ -498,15 +506,24 @@ void run_case(const Case& c, const Options& o, const std::vector<Transport>& tra
                     bench::fixed(static_cast<double>(c.total_bytes()) / m.seconds / 1e9, 3),
                     bench::fixed(raw / m.seconds, 2), std::to_string(m.iters), std::to_string(m.wrong)});
   }
-  for (std::size_t i = 0; i < variants.size(); i += 1) {
-    if (variants[i].mode != Mode::Consolidated) continue;
-    const double consolidated = results[i].seconds;
-    const double per_leaf = results[i + 2].seconds;  // variants_of puts a transport's three modes together
-    std::string note = "# " + c.name + " over " + variants[i].transport_name() + ": consolidated/raw-buffer speed " +
-                       bench::fixed(raw / consolidated, 2) + "; consolidated is " +
-                       bench::fixed(per_leaf / consolidated, 1) + "x as fast as per-leaf, " +
-                       bench::fixed(last_baseline / consolidated, 2) + "x as fast as " +
-                       mode_name(variants.back().mode) + ", " + bench::fixed(consolidated * 1e6, 1) + " us end to end";
+  // The time of `mode` over `transport` (null: a baseline), when it ran.
+  const auto seconds_of = [&](Mode mode, const Transport* transport) -> std::optional<double> {
+    for (std::size_t i = 0; i < variants.size(); ++i) {
+      if (variants[i].mode == mode && variants[i].transport == transport) return results[i].seconds;
+    }
+    return std::nullopt;
+  };
+  for (const Transport& transport : transports) {
+    const std::optional<double> consolidated = seconds_of(Mode::Consolidated, &transport);
+    if (!consolidated) continue;
+    std::string note = "# " + c.name + " over " + transport.name + ": consolidated " + bench::fixed(*consolidated * 1e6, 1) +
+                       " us end to end, " + bench::fixed(raw / *consolidated, 2) + "x the speed of raw-buffer";
+    const auto compare = [&](std::optional<double> other, Mode mode) {
+      if (other) note += ", " + bench::fixed(*other / *consolidated, 2) + "x as fast as " + mode_name(mode);
+    };
+    compare(seconds_of(Mode::PerLeaf, &transport), Mode::PerLeaf);
+    compare(seconds_of(Mode::RawPerLeaf, nullptr), Mode::RawPerLeaf);
+    compare(seconds_of(Mode::DeviceCopy, nullptr), Mode::DeviceCopy);
     rows.notes.push_back(note);
   }
 }
@@ -546,6 +563,10 @@ void add_flags(CLI::App& app, Options& o) {
                  "with --device cuda auto, nccl, staged (default: auto)")
       ->delimiter(',');
   app.add_option("--device", o.device, "where the trees live")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--modes", o.modes,
+                 "only these modes (consolidated, pack+send, per-leaf, raw-per-leaf, d2d-copy); raw-buffer always runs")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"consolidated", "pack+send", "per-leaf", "raw-per-leaf", "d2d-copy"}));
   // After parsing: an unreadable case is a flag error like any other.
   app.final_callback([&o] { settle(o); });
 }

@@ -30,7 +30,9 @@ struct NodeLocalBackend::State {
     return peer >= 0 && static_cast<std::size_t>(peer) < local.size() && local[static_cast<std::size_t>(peer)] != 0;
   }
 
-  // Polls `done` within the group's timeout; BackendError once aborted.
+  // Polls `done` within the group's timeout; BackendError once aborted. Spinning (yielding), as
+  // MPI's waits do: frames move only inside these polls, here and in the peer, and a sleep between
+  // them would stall the transfer itself.
   template <class Done>
   void wait_for(const std::string& what, Done&& done) {
     const auto done_or_aborted = [&] {
@@ -41,7 +43,7 @@ struct NodeLocalBackend::State {
       return Timeout("rank " + std::to_string(control->rank()) + ": " + what + " did not complete within the group's timeout of " +
                      std::to_string(options.timeout.count()) +
                      " ms (GroupOptions::timeout); wait again, or end the group with Group::abort");
-    });
+    }, WaitStyle::Spin);
   }
 
   void acknowledge(int peer, std::uint64_t token, bool copied) {
