@@ -178,7 +178,7 @@ TEST_CASE("node-local: more sends posted to a peer than it may hold copies of, b
   const int me = group.rank();
   const int right = (me + 1) % group.size();
   const int left = (me + group.size() - 1) % group.size();
-  // 40 copies of 64 KiB: more than the 16 whose sends complete before the receiver takes them.
+  // 40 copies of 64 KiB: far more than the few whose sends complete before the receiver takes them.
   constexpr int kMessages = 40;
   constexpr std::int64_t kLength = 8192;
   std::vector<WorkPtr> sends;
