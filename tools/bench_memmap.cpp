@@ -1,9 +1,10 @@
 // memmap_ and load_memmap against the floors set by plain file I/O: saving a tree vs writing one
 // file of the same bytes, and mapping a tree then reading every byte vs read() of that file from
-// the page cache and vs memcpy between two buffers. Prints a table (or CSV) and exits non-zero if a
-// saved or loaded tree differs from its source.
+// the page cache and vs memcpy between two buffers. With --device cuda, also loading the tree onto
+// the GPU vs one copy of the same bytes from pinned host memory to the device. Prints a table (or
+// CSV) and exits non-zero if a saved or loaded tree differs from its source.
 //
-//   bench_memmap [--mib 256] [--leaves 8,1000] [--no-fsync] [--dir /path] [--csv]
+//   bench_memmap [--mib 256] [--leaves 8,1000] [--no-fsync] [--device cuda] [--dir /path] [--csv]
 #include <CLI/CLI.hpp>
 
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_table.hpp"
@@ -29,6 +31,7 @@ struct Config {
   std::int64_t mib = 16;
   bool durable = true;
   int threads = 0;
+  Device device = Device::cpu();  // cuda: also load onto the GPU
   fs::path dir;
 };
 
@@ -102,6 +105,22 @@ void load_and_read_all(const fs::path& dir, std::vector<char>& dst) {
   }
 }
 
+// load_memmap onto the GPU against one pinned host-to-device copy of the same bytes, the bus's
+// limit: {GB/s, ratio}, or dashes on the CPU.
+std::pair<std::string, std::string> time_cuda_load(const fs::path& tree_dir, const TensorTree& source,
+                                                   const Config& config) {
+  if (!config.device.is_cuda()) return {"-", "-"};
+  const LoadMemmapOptions onto{.device = config.device};
+  check(TensorTree::load_memmap(tree_dir, onto).to(Device::cpu()).equal(source),
+        "a tree loaded onto the GPU differs from the saved one");
+  const double t_load = bench::time_per_call([&] { (void)TensorTree::load_memmap(tree_dir, onto); });
+  const auto n = static_cast<std::int64_t>(tree_bytes(source));
+  const Tensor pinned = Tensor::zeros({n}, {.dtype = DType::UInt8, .pinned = true});
+  const Tensor on_device = Tensor::empty({n}, {DType::UInt8, config.device});
+  const double t_copy = bench::time_per_call([&] { on_device.copy_(pinned); });
+  return {bench::fixed(static_cast<double>(n) / t_load / 1e9, 2), bench::fixed(t_copy / t_load, 2)};
+}
+
 void run_case(int leaves, const Config& config, bench::Table& table) {
   const TensorTree source = make_tree(leaves, config.mib << 20);
   const std::vector<char> expected = flat_bytes(source);
@@ -128,11 +147,12 @@ void run_case(int leaves, const Config& config, bench::Table& table) {
   const double t_read = bench::time_per_call([&] { read_file(plain_file, dst); });
   check(dst == expected, "the plain file differs from the tree's bytes");
   const double t_memcpy = bench::time_per_call([&] { std::memcpy(dst.data(), expected.data(), expected.size()); });
+  const auto [cuda_rate, cuda_vs_copy] = time_cuda_load(tree_dir, source, config);
 
   table.add({std::to_string(leaves) + " leaves", bench::fixed(bytes / 1048576.0, 1), bench::fixed(t_save * 1e3, 2),
              bench::fixed(bytes / t_save / 1e9, 2), bench::fixed(t_write / t_save, 2), bench::fixed(t_load * 1e3, 2),
              bench::fixed(bytes / t_load / 1e9, 2), bench::fixed(t_memcpy / t_load, 2),
-             bench::fixed(t_read / t_load, 2)});
+             bench::fixed(t_read / t_load, 2), cuda_rate, cuda_vs_copy});
   fs::remove_all(tree_dir);
   fs::remove(plain_file);
 }
@@ -146,20 +166,27 @@ int main(int argc, char** argv) {
   bool csv = false;
   bool no_fsync = false;
   std::string dir = fs::temp_directory_path().string();
+  std::string device_name = "cpu";
   app.add_option("--mib", config.mib, "bytes per tree, in MiB (the default is CI's quick run)")->check(CLI::PositiveNumber);
   app.add_option("--leaves", leaf_counts, "leaf counts, one tree each")->delimiter(',');
   app.add_option("--threads", config.threads, "writer threads for memmap_ (0: chosen from the size)");
+  app.add_option("--device", device_name, "cpu, or cuda[:N] to also load onto that GPU");
   app.add_option("--dir", dir, "where the trees and files are written");
   app.add_flag("--no-fsync", no_fsync, "neither the saves nor the plain writes fsync");
   app.add_flag("--csv", csv, "print CSV instead of a table");
   CLI11_PARSE(app, argc, argv);
   config.durable = !no_fsync;
+  config.device = Device::parse(device_name);
+  if (config.device.is_cuda() && cuda_device_count() == 0) {
+    std::fprintf(stderr, "no CUDA device: nothing to measure on %s\n", device_name.c_str());
+    return 77;
+  }
 
   std::random_device random;
   config.dir = fs::path(dir) / ("bench_memmap_" + std::to_string(::getpid()) + "_" + std::to_string(random()));
   fs::create_directories(config.dir);
   bench::Table table({"tree", "MiB", "save_ms", "save_GB/s", "vs_plain_write", "load+read_ms", "load_GB/s",
-                      "vs_memcpy", "vs_plain_read"},
+                      "vs_memcpy", "vs_plain_read", "cuda_load_GB/s", "vs_pinned_h2d"},
                      csv);
   int status = 0;
   try {

@@ -9,14 +9,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <future>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
 
-#include "core/cuda_api.hpp"
-#include "core/pinned_pool.hpp"
+#include "memmap/device_upload.hpp"
 #include "memmap/memmap_fs.hpp"
 #include "memmap/memmap_meta.hpp"
 #include "tensortree/error.hpp"
@@ -236,12 +233,9 @@ std::string size_problem(const LeafFile& leaf, const detail::MetaEntry& entry, s
   return why;
 }
 
-class CudaStager;
-
 struct LoadState {
   bool writable = false;
   bool random_access = false;
-  CudaStager* stager = nullptr;  // null: the leaves stay mapped on the CPU
 };
 
 Tensor map_leaf(const NodeDir& node, const detail::MetaEntry& entry, const LoadState& state) {
@@ -264,47 +258,6 @@ Tensor map_leaf(const NodeDir& node, const detail::MetaEntry& entry, const LoadS
   return Tensor(std::move(storage), 0, entry.dtype, entry.shape, contiguous_strides(entry.shape));
 }
 
-// Copies a mapped leaf to a CUDA device through two pinned buffers: while one chunk crosses the
-// bus, a helper thread reads the next one out of the mapping (the page-cache side of the work).
-class CudaStager {
- public:
-  CudaStager(Device device, std::size_t chunk) : device_(device), chunk_(std::max<std::size_t>(chunk, 4096)) {}
-
-  Tensor upload(const Tensor& host) {
-    Tensor out = Tensor::empty(host.shape(), {host.dtype(), device_});
-    const std::size_t n = host.nbytes();
-    if (n == 0) return out;
-    ensure_buffers();
-    const auto* src = static_cast<const std::byte*>(host.data_ptr());
-    auto* dst = static_cast<std::byte*>(out.data_ptr());
-    const std::size_t chunks = (n + chunk_ - 1) / chunk_;
-    auto fill = [&](std::size_t i) {
-      const std::size_t offset = i * chunk_;
-      std::memcpy(buffers_[i % 2].data(), src + offset, std::min(chunk_, n - offset));
-    };
-    fill(0);
-    for (std::size_t i = 0; i < chunks; ++i) {
-      std::future<void> next;
-      if (i + 1 < chunks) next = std::async(std::launch::async, fill, i + 1);
-      const std::size_t offset = i * chunk_;
-      cuda::copy_bytes(dst + offset, buffers_[i % 2].data(), std::min(chunk_, n - offset));
-      if (next.valid()) next.get();
-    }
-    return out;
-  }
-
- private:
-  // Leased from the process's pinned pool, so loading many leaves pins no new memory.
-  void ensure_buffers() {
-    if (buffers_[0].data() != nullptr) return;
-    for (auto& buffer : buffers_) buffer = detail::PinnedPool::shared().acquire(chunk_);
-  }
-
-  Device device_;
-  std::size_t chunk_;
-  detail::PinnedLease buffers_[2];
-};
-
 TensorTree load_node(const NodeDir& node, const LoadState& state) {
   TensorTree tree(node.meta.batch_size);
   for (const detail::MetaEntry& entry : node.meta.entries) {
@@ -312,8 +265,7 @@ TensorTree load_node(const NodeDir& node, const LoadState& state) {
       tree.set(Path{entry.key}, load_node(open_child(node, entry.key), state));
       continue;
     }
-    Tensor leaf = map_leaf(node, entry, state);
-    tree.set(Path{entry.key}, state.stager ? state.stager->upload(leaf) : std::move(leaf));
+    tree.set(Path{entry.key}, map_leaf(node, entry, state));
   }
   return tree;
 }
@@ -353,13 +305,10 @@ void list_node(const NodeDir& node, MemmapListing& out) {
 }  // namespace
 
 TensorTree TensorTree::load_memmap(const fs::path& dir, const LoadMemmapOptions& options) {
-  LoadState state{options.mode == MemmapMode::ReadWrite, options.random_access, nullptr};
-  std::optional<CudaStager> stager;
-  if (options.device.is_cuda()) {
-    stager.emplace(resolve_device(options.device), options.staging_bytes);
-    state.stager = &*stager;
-  }
-  return with_sub_tree(dir, options.sub_path, [&](const NodeDir& root) { return load_node(root, state); });
+  const LoadState state{options.mode == MemmapMode::ReadWrite, options.random_access};
+  TensorTree mapped = with_sub_tree(dir, options.sub_path, [&](const NodeDir& root) { return load_node(root, state); });
+  if (!options.device.is_cuda()) return mapped;
+  return detail::upload_tree(mapped, resolve_device(options.device), options.staging_bytes);
 }
 
 MemmapListing list_memmap(const fs::path& dir, const Path& sub_path) {

@@ -1,5 +1,6 @@
-// TensorTree::load_memmap(..., {.device = cuda}) copies each mapped leaf to the GPU through two
-// pinned staging buffers, chunk by chunk; memmap_ of a CUDA tree writes the same files as the CPU tree.
+// TensorTree::load_memmap(..., {.device = cuda}) copies the mapped leaves into one device block
+// through a ring of pinned staging buffers, chunk by chunk; memmap_ of a CUDA tree writes the same
+// files as the CPU tree.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -37,6 +38,23 @@ TEST_CASE("a memmap tree loads onto the GPU byte for byte, across many staging c
   }
   const TensorTree next = TensorTree::load_memmap(scratch / "t", {.device = kGpu, .sub_path = {"next"}});
   require_same_tree(next, source.subtree("next"));
+}
+
+TEST_CASE("many small leaves of odd sizes load onto the GPU, several to a chunk and across chunks") {
+  const ScratchDir scratch;
+  TensorTree tree(Shape{3});
+  for (int i = 0; i < 300; ++i) {
+    const DType dtype = kAllDTypes[static_cast<std::size_t>(i) % kAllDTypes.size()];
+    tree.set(Path{"group_" + std::to_string(i / 10), "leaf_" + std::to_string(i)}, patterned({3, 1 + i * 7 % 97}, dtype, i + 1));
+  }
+  const TensorTree source = tree;
+  tree.memmap_(scratch / "t", {.durable = false});
+  for (const std::size_t staging : {std::size_t{4096}, std::size_t{1} << 20}) {
+    INFO("staging " << staging);
+    const TensorTree gpu = TensorTree::load_memmap(scratch / "t", {.device = kGpu, .staging_bytes = staging});
+    for (const auto& [path, leaf] : gpu.leaves()) REQUIRE(leaf.device() == kGpu);
+    require_same_tree(gpu, source);
+  }
 }
 
 TEST_CASE("memmap_ of a CUDA tree writes the files the CPU tree writes") {
