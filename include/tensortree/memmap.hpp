@@ -55,12 +55,13 @@ enum class MemmapMode {
 struct LoadMemmapOptions {
   MemmapMode mode = MemmapMode::ReadOnly;
   // cpu(): the leaves view the mapped files. cuda:N: the leaves are copied into one device block
-  // (each leaf a view of it) through a ring of pinned staging buffers: several threads read chunks
-  // out of the files while earlier chunks cross the bus (NotSupported without a usable CUDA device).
+  // (each leaf a view of it) through pinned staging buffers: several threads read a window of chunks
+  // out of the files while the window before it crosses the bus (NotSupported without a usable CUDA
+  // device).
   Device device = Device::cpu();
   // Loads only the sub-tree at this path ({"next"}); the empty path is the whole tree.
   Path sub_path = {};
-  std::size_t staging_bytes = std::size_t{8} << 20;  // per staging buffer (of four) on the CUDA path
+  std::size_t staging_bytes = std::size_t{4} << 20;  // per staging buffer (of eight) on the CUDA path
   // madvise(MADV_RANDOM) on every mapping: a page fault reads only its page, not the kernel's
   // read-around window (read_ahead_kb, often megabytes). For sampling scattered rows; it slows a
   // sequential read of everything.

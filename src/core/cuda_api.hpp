@@ -48,6 +48,10 @@ class CopyStream {
   int device() const { return device_; }
   // Queues a copy between any two of pinned host and device memory; returns at once.
   void copy_async(void* dst, const void* src, std::size_t nbytes) const;
+  // Blocks until everything queued so far has finished.
+  void wait() const;
+  // As wait(), for destructors: errors are ignored.
+  void wait_quietly() const noexcept;
 
  private:
   friend class CopyEvent;

@@ -34,6 +34,12 @@ void CopyStream::copy_async(void* dst, const void* src, std::size_t nbytes) cons
   TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream_of(handle_)));
 }
 
+void CopyStream::wait() const { TT_CUDA_CHECK(cudaStreamSynchronize(stream_of(handle_))); }
+
+void CopyStream::wait_quietly() const noexcept {
+  if (handle_ != nullptr) cudaStreamSynchronize(stream_of(handle_));
+}
+
 CopyEvent::CopyEvent(int device) : device_(device) {
   DeviceGuard guard(device);
   cudaEvent_t event = nullptr;

@@ -1,6 +1,6 @@
 #include "memmap/device_upload.hpp"
 
-#include <oneapi/tbb/parallel_pipeline.h>
+#include <oneapi/tbb/parallel_for.h>
 
 #include <algorithm>
 #include <cstring>
@@ -45,86 +45,67 @@ void UploadImage::read(std::size_t offset, std::span<std::byte> out) const {
   std::memset(out.data() + (written - offset), 0, end - written);
 }
 
-// ---- the pipeline --------------------------------------------------------------------------------
+// ---- the copy loop -------------------------------------------------------------------------------
 
 namespace {
 
-// Pinned buffers in the ring: chunks being read or crossing the bus at once. Four keep the bus
-// busy while three reader threads fill the next chunks.
-constexpr std::size_t kSlots = 4;
+// Chunks read at once: page-cache copies run at a few GB/s per thread, so several threads are needed
+// to keep up with the bus.
+constexpr std::size_t kLanes = 4;
 constexpr std::size_t kMinChunk = 4096;
 
-struct Chunk {
-  std::size_t offset = 0;
-  std::size_t bytes = 0;
-  std::size_t slot = 0;
-};
-
-// The pinned buffers, one stream and one event per buffer marking the last copy out of it. Waits
-// for every copy before the buffers go back to the pool, also when the pipeline throws.
-class StagingRing {
+// Two windows of pinned buffers, kLanes each, and one event per window marking its last copy. Waits
+// for every queued copy before the buffers go back to the pool, also when a copy fails to queue.
+class StagingWindows {
  public:
-  StagingRing(int device, std::size_t chunk_bytes, std::size_t slots) : stream_(device) {
-    for (std::size_t i = 0; i < slots; ++i) {
-      buffers_.push_back(PinnedPool::shared().acquire(chunk_bytes));
-      events_.emplace_back(device);
-    }
+  StagingWindows(int device, std::size_t chunk_bytes, std::size_t lanes) : stream_(device), lanes_(lanes) {
+    for (std::size_t i = 0; i < 2 * lanes; ++i) buffers_.push_back(PinnedPool::shared().acquire(chunk_bytes));
+    for (cuda::CopyEvent& event : events_) event = cuda::CopyEvent(device);
   }
-  StagingRing(const StagingRing&) = delete;
-  StagingRing& operator=(const StagingRing&) = delete;
-  ~StagingRing() {
-    for (const cuda::CopyEvent& event : events_) event.wait_quietly();
-  }
+  StagingWindows(const StagingWindows&) = delete;
+  StagingWindows& operator=(const StagingWindows&) = delete;
+  ~StagingWindows() { stream_.wait_quietly(); }
 
-  std::byte* buffer(std::size_t slot) const { return buffers_[slot].data(); }
-  // Blocks until the last copy out of the slot's buffer has finished, so it may be filled again.
-  void wait_free(std::size_t slot) const { events_[slot].wait(); }
-  void copy_out(std::byte* dst, const Chunk& chunk) {
-    stream_.copy_async(dst, buffer(chunk.slot), chunk.bytes);
-    events_[chunk.slot].record(stream_);
+  std::byte* buffer(std::size_t window, std::size_t lane) const { return buffers_[window * lanes_ + lane].data(); }
+  // Blocks until the window's copies have finished, so its buffers may be filled again.
+  void wait_free(std::size_t window) const { events_[window].wait(); }
+  void copy_out(std::byte* dst, std::size_t window, std::size_t lane, std::size_t bytes) const {
+    stream_.copy_async(dst, buffer(window, lane), bytes);
   }
-  void finish() const {
-    for (const cuda::CopyEvent& event : events_) event.wait();
-  }
+  void mark_end(std::size_t window) { events_[window].record(stream_); }
+  void finish() const { stream_.wait(); }
 
  private:
   cuda::CopyStream stream_;
+  std::size_t lanes_;
   std::vector<PinnedLease> buffers_;
-  std::vector<cuda::CopyEvent> events_;
+  cuda::CopyEvent events_[2];
 };
 
-// Copies the whole image to `block`: chunks taken in order, read in parallel into the ring's
-// buffers, and queued on the stream in order. At most `slots` chunks are alive, so chunk i reuses
-// the buffer of chunk i - slots, whose copy was queued before chunk i was taken.
+// Copies the whole image to `block`, a window of chunks at a time: threads read one window out of the
+// mappings while the stream carries the window before it to the device. Every CUDA call stays on the
+// calling thread, whose current device the caller chose; the reader threads never touch CUDA.
 void copy_image(const UploadImage& image, std::byte* block, int device, std::size_t chunk_bytes) {
   const std::size_t total = image.total_bytes();
   if (total == 0) return;
   const std::size_t chunk = std::min(total, std::max(chunk_bytes, kMinChunk));
   const std::size_t chunks = total / chunk + (total % chunk != 0);
-  const std::size_t slots = std::min(kSlots, chunks);
-  StagingRing ring(device, chunk, slots);
-  std::size_t next = 0;
-  const auto take = [&](oneapi::tbb::flow_control& control) -> Chunk {
-    if (next == chunks) {
-      control.stop();
-      return {};
+  const std::size_t lanes = std::min(kLanes, chunks);
+  StagingWindows windows(device, chunk, lanes);
+  const auto bytes_of = [&](std::size_t i) { return std::min(chunk, total - i * chunk); };
+  for (std::size_t first = 0, window = 0; first < chunks; first += lanes, window ^= 1) {
+    const std::size_t count = std::min(lanes, chunks - first);
+    windows.wait_free(window);  // the copies of two windows ago
+    oneapi::tbb::parallel_for(std::size_t{0}, count, [&](std::size_t lane) {
+      const std::size_t i = first + lane;
+      image.read(i * chunk, {windows.buffer(window, lane), bytes_of(i)});
+    });
+    for (std::size_t lane = 0; lane < count; ++lane) {
+      windows.copy_out(block + (first + lane) * chunk, window, lane, bytes_of(first + lane));
     }
-    const std::size_t i = next++;
-    const Chunk taken{i * chunk, std::min(chunk, total - i * chunk), i % slots};
-    ring.wait_free(taken.slot);
-    return taken;
-  };
-  const auto read = [&](Chunk c) {
-    image.read(c.offset, {ring.buffer(c.slot), c.bytes});
-    return c;
-  };
-  const auto send = [&](Chunk c) { ring.copy_out(block + c.offset, c); };
-  using oneapi::tbb::filter_mode;
-  using oneapi::tbb::make_filter;
-  oneapi::tbb::parallel_pipeline(slots, make_filter<void, Chunk>(filter_mode::serial_in_order, take) &
-                                            make_filter<Chunk, Chunk>(filter_mode::parallel, read) &
-                                            make_filter<Chunk, void>(filter_mode::serial_in_order, send));
-  ring.finish();
+    windows.mark_end(window);
+  }
+  windows.finish();
 }
 
 }  // namespace

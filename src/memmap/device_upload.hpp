@@ -1,8 +1,8 @@
 // Loading a memory-mapped tree onto a CUDA device. Every leaf lands in one device block, each at
 // an aligned offset, so the block's bytes can cross the bus in large chunks however small the
-// leaves are. A ring of pinned buffers carries the chunks: reader threads copy a chunk's pieces out
-// of the mappings (the page-cache side, which one thread cannot keep up with) while a stream moves
-// the chunks before it to the device, so page cache, PCIe and the GPU work at once.
+// leaves are. Two windows of pinned buffers carry the chunks: reader threads copy one window's
+// chunks out of the mappings (the page-cache side, which one thread cannot keep up with) while a
+// stream moves the other window's chunks to the device, so page cache and PCIe work at once.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +43,7 @@ class UploadImage {
 
 // A tree of the same structure as `host_tree` (leaves contiguous, on the CPU) with every leaf
 // copied to `device`, `chunk_bytes` at a time through pinned buffers. The leaves view one device
-// block; the copies have finished when it returns.
+// block; the copies have finished when it returns. CUDA is called from the calling thread only.
 TensorTree upload_tree(const TensorTree& host_tree, Device device, std::size_t chunk_bytes);
 
 }  // namespace tensortree::detail

@@ -1,5 +1,5 @@
 // TensorTree::load_memmap(..., {.device = cuda}) copies the mapped leaves into one device block
-// through a ring of pinned staging buffers, chunk by chunk; memmap_ of a CUDA tree writes the same
+// through pinned staging buffers, chunk by chunk; memmap_ of a CUDA tree writes the same
 // files as the CPU tree.
 #include <catch2/catch.hpp>
 
