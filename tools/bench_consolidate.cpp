@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,11 +115,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU packing threads (0: chosen from the size)");
   CLI11_PARSE(app, argc, argv);
 
-  const Device device = Device::parse(device_name);
-  if (device.is_cuda() && cuda_device_count() == 0) {
-    std::fprintf(stderr, "no CUDA device: nothing to measure on %s\n", device_name.c_str());
-    return 77;
-  }
+  const std::optional<Device> measured = bench::measurable_device(device_name);
+  if (!measured) return 77;
+  const Device device = *measured;
   bench::Table table({"device", "tree", "MiB", "consolidate_us", "GB/s", "vs_memcpy", "vs_copy_per_leaf",
                       "ns/leaf", "refresh_us", "refresh_ns/leaf", "encode_us", "decode_us"},
                      csv);

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -176,11 +177,9 @@ int main(int argc, char** argv) {
   app.add_flag("--csv", csv, "print CSV instead of a table");
   CLI11_PARSE(app, argc, argv);
   config.durable = !no_fsync;
-  config.device = Device::parse(device_name);
-  if (config.device.is_cuda() && cuda_device_count() == 0) {
-    std::fprintf(stderr, "no CUDA device: nothing to measure on %s\n", device_name.c_str());
-    return 77;
-  }
+  const std::optional<Device> device = bench::measurable_device(device_name);
+  if (!device) return 77;
+  config.device = *device;
 
   std::random_device random;
   config.dir = fs::path(dir) / ("bench_memmap_" + std::to_string(::getpid()) + "_" + std::to_string(random()));

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "tensortree/device.hpp"
 
 namespace tensortree::bench {
 
@@ -63,6 +66,17 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
   bool csv_;
 };
+
+// The device named on the command line, or nullopt after saying so when it is a CUDA device this
+// machine lacks: the caller then exits 77, which Meson reports as skipped.
+inline std::optional<Device> measurable_device(const std::string& name) {
+  const Device device = Device::parse(name);
+  if (device.is_cuda() && cuda_device_count() == 0) {
+    std::fprintf(stderr, "no CUDA device: nothing to measure on %s\n", name.c_str());
+    return std::nullopt;
+  }
+  return device;
+}
 
 inline std::string fixed(double value, int decimals) {
   char text[64];

@@ -24,7 +24,7 @@ std::size_t UploadImage::add(const Tensor& host) {
   const auto end = checked_add<std::uint64_t>(offset, bytes);
   const auto padded = end ? checked_align_up(*end, kAlignment) : std::nullopt;
   if (!padded || *padded > SIZE_MAX) throw CorruptData("upload: the tree's leaves hold more bytes than memory can");
-  pieces_.push_back({offset, bytes, static_cast<const std::byte*>(host.data_ptr()), host});
+  pieces_.push_back({offset, bytes, host});
   total_ = static_cast<std::size_t>(*padded);
   return offset;
 }
@@ -39,7 +39,8 @@ void UploadImage::read(std::size_t offset, std::span<std::byte> out) const {
     const std::size_t from = std::max(offset, piece->offset);
     const std::size_t to = std::min(end, piece->offset + piece->bytes);
     std::memset(out.data() + (written - offset), 0, from - written);
-    std::memcpy(out.data() + (from - offset), piece->data + (from - piece->offset), to - from);
+    const auto* data = static_cast<const std::byte*>(piece->host.data_ptr());
+    std::memcpy(out.data() + (from - offset), data + (from - piece->offset), to - from);
     written = to;
   }
   std::memset(out.data() + (written - offset), 0, end - written);
@@ -86,8 +87,7 @@ class StagingWindows {
 // mappings while the stream carries the window before it to the device. Every CUDA call stays on the
 // calling thread, whose current device the caller chose; the reader threads never touch CUDA.
 void copy_image(const UploadImage& image, std::byte* block, int device, std::size_t chunk_bytes) {
-  const std::size_t total = image.total_bytes();
-  if (total == 0) return;
+  const std::size_t total = image.total_bytes();  // upload_tree copies no empty image
   const std::size_t chunk = std::min(total, std::max(chunk_bytes, kMinChunk));
   const std::size_t chunks = total / chunk + (total % chunk != 0);
   const std::size_t lanes = std::min(kLanes, chunks);

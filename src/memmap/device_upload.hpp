@@ -34,8 +34,7 @@ class UploadImage {
   struct Piece {
     std::size_t offset;
     std::size_t bytes;
-    const std::byte* data;
-    Tensor keep;  // owns the mapping `data` points into
+    Tensor host;  // kept alive, and with it the mapping it views
   };
   std::vector<Piece> pieces_;
   std::size_t total_ = 0;
