@@ -2,6 +2,7 @@
 // posted as one Work.
 #include "tensortree/dist_ops.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -35,6 +36,16 @@ void check_p2p_op(const P2POp& op, std::size_t index, const Tensor& first, const
     throw InvalidArgument(std::string(name) + ": " + item + ".tensor is on " + op.tensor.device().str() +
                           " but ops[0].tensor on " + first.device().str() + "; one batch moves one device's tensors");
   }
+}
+
+// A batch with one peer takes that peer's transport, as isend and irecv do: NCCL, the group's
+// backend between GPUs, refuses a send to the own rank unless its receive is in the same batch.
+// A batch with several peers takes the group's backend, which reaches them all.
+Backend& batch_transport(std::span<const P2POp> ops, const Group& group) {
+  const int peer = ops[0].peer;
+  const Device device = ops[0].tensor.device();
+  const bool one_peer = std::all_of(ops.begin(), ops.end(), [peer](const P2POp& op) { return op.peer == peer; });
+  return one_peer ? group.transport(peer, device) : group.backend(device);
 }
 
 }  // namespace
@@ -91,7 +102,7 @@ WorkPtr batch_isend_irecv(std::span<const P2POp> ops, const Group& group) {
     }
     packed_ops.push_back(std::move(packed));
   }
-  return then_copy_back(group.backend(ops[0].tensor.device()).batch_p2p(packed_ops), std::move(copies));
+  return then_copy_back(batch_transport(ops, group).batch_p2p(packed_ops), std::move(copies));
 }
 
 }  // namespace tensortree::dist

@@ -178,8 +178,11 @@ std::vector<PeerTransportKind> choose_cuda_transports(std::span<const RankPlacem
   const PeerTransportKind fallback =
       collectives == CudaTransportKind::Nccl ? PeerTransportKind::Nccl : PeerTransportKind::Staged;
   std::vector<PeerTransportKind> kinds(members.size(), fallback);
-  if (preference != CudaTransport::Auto) return kinds;
   const auto me = static_cast<std::size_t>(rank);
+  // NCCL takes a send to the own rank only together with its receive in one group call; a send
+  // posted alone (isend, then irecv) is an error there, while MPI under staging queues it.
+  kinds[me] = PeerTransportKind::Staged;
+  if (preference != CudaTransport::Auto) return kinds;
   for (std::size_t peer = 0; peer < members.size(); ++peer) {
     if (peer != me && share_gpu(members[me], members[peer])) kinds[peer] = PeerTransportKind::CudaIpc;
   }

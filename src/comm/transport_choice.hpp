@@ -77,7 +77,7 @@ std::vector<PeerTransportKind> choose_host_transports(std::span<const RankPlacem
 
 // The transport of CUDA tensors between group rank `rank` and each member: CUDA IPC with members
 // bound to the same GPU (unless `preference` names one transport for everything), `collectives`
-// otherwise, the own rank included.
+// otherwise; staging with the own rank, whatever serves the rest.
 std::vector<PeerTransportKind> choose_cuda_transports(std::span<const RankPlacement> members, int rank,
                                                       CudaTransportKind collectives, CudaTransport preference);
 

@@ -144,14 +144,21 @@ TEST_CASE("CUDA tensors, same node same GPU: CUDA IPC between those ranks, stagi
   CHECK(cuda(members, 0, true, CudaTransport::Staged) == Kinds{kStaged, kStaged, kStaged});
 }
 
-TEST_CASE("CUDA tensors, same node two GPUs or two nodes: NCCL for everything, staging without it") {
-  CHECK(cuda({on(7, 0), on(7, 1)}, 0) == Kinds{kNccl, kNccl});
-  CHECK(cuda({on(7, 0), on(9, 0)}, 1) == Kinds{kNccl, kNccl});
+TEST_CASE("CUDA tensors, same node two GPUs or two nodes: NCCL between ranks, staging without it") {
+  CHECK(cuda({on(7, 0), on(7, 1)}, 0) == Kinds{kStaged, kNccl});
+  CHECK(cuda({on(7, 0), on(9, 0)}, 1) == Kinds{kNccl, kStaged});
+  CHECK(cuda({on(7, 0), on(7, 1), on(9, 0)}, 1, true, CudaTransport::Nccl) == Kinds{kNccl, kStaged, kNccl});
   CHECK(cuda({on(7, 0), on(9, 0)}, 1, false) == Kinds{kStaged, kStaged});
   // The same GPU index on two nodes is two GPUs: no IPC between them.
   RankPlacement far = on(9, 0);
   far.gpu = on(7, 0).gpu;
   CHECK(cuda({on(7, 0), far}, 0, false) == Kinds{kStaged, kStaged});
+}
+
+TEST_CASE("CUDA tensors to the own rank: staging, which queues a send posted before its receive; NCCL does not") {
+  CHECK(cuda({on(7, 0)}, 0) == Kinds{kStaged});
+  CHECK(cuda({on(7, 0)}, 0, true, CudaTransport::Nccl) == Kinds{kStaged});
+  CHECK(chosen({on(7, 0)}) == CudaTransportKind::Nccl);
 }
 
 TEST_CASE("no CUDA on a member: staging, no IPC") {

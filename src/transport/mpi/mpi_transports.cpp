@@ -109,11 +109,13 @@ DeviceTransports host_transports(GroupState& group) {
 DeviceTransports cuda_transports(GroupState& group, Device device) {
   const CudaTransport preference = group.options().cuda_transport;
   const CudaTransportChoice choice = choose_cuda_transport(group.placements(), TT_HAVE_NCCL != 0, preference);
-  if (choice.kind == CudaTransportKind::Nccl) return everyone(nccl_transport(group, device), group.size());
   const std::shared_ptr<Backend> host = host_transport(group);
   const std::shared_ptr<Backend> staged = staged_transport(host);
   const std::vector<PeerTransportKind> kinds =
       choose_cuda_transports(group.placements(), group.rank(), choice.kind, preference);
+  if (choice.kind == CudaTransportKind::Nccl) {
+    return per_peer(kinds, PeerTransportKind::Nccl, nccl_transport(group, device), staged);
+  }
   const std::vector<std::uint8_t> local = marked(kinds, PeerTransportKind::CudaIpc);
   if (std::count(local.begin(), local.end(), 1) == 0) return everyone(staged, group.size());
   auto shared = std::make_shared<NodeLocalBackend>(std::make_shared<CudaShareableMemory>(device), host, staged, local,
