@@ -1,18 +1,21 @@
 // Packing on the GPU: any number of leaves, one descriptor upload, one kernel launch.
 //
 // The host cuts every segment (and, when packing, every gap between segments) into chunks of at
-// most kChunkBytes; one thread block moves one chunk. Large leaves so spread over many blocks and
-// thousands of tiny leaves still cost a single launch.
+// most kChunkBytes; one thread block moves one chunk. Large leaves so spread over every
+// multiprocessor and thousands of tiny leaves still cost a single launch.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/cuda_api.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
+#include "tensortree/error.hpp"
 
 namespace tensortree::cuda {
 
@@ -22,25 +25,42 @@ using detail::PackDirection;
 using detail::PackSegment;
 using detail::StridedView;
 
-constexpr std::uint64_t kChunkBytes = 64 * 1024;
+// Measured on an H100 (8 x 8 MiB): 16 KiB chunks, a block each, four loads in flight per thread
+// and full occupancy copy at the speed of a device-to-device cudaMemcpy; 64 KiB chunks, one load
+// in flight and 40 registers a thread ran 10% slower, eight loads in flight 50% slower.
+constexpr std::uint32_t kChunkBytes = 16 * 1024;
 constexpr int kThreads = 256;
+constexpr int kBlocksPerMultiprocessor = 8;  // at most 32 registers a thread: full occupancy
+constexpr int kUnroll = 4;                   // 16-byte loads in flight per thread before the stores
+constexpr std::size_t kMaxBlocks = 0x7fffffff;  // a grid's x dimension
 
 struct Chunk {
   std::uint64_t buffer_offset;
-  std::uint64_t nbytes;
-  std::uint64_t offset_in_leaf;  // bytes from the segment's start
-  std::int32_t segment;          // -1: a gap to zero
+  std::uint32_t nbytes;
+  std::int32_t segment;  // -1: a gap to zero
 };
 
-__device__ void move_bytes(std::byte* dst, const std::byte* src, std::uint64_t nbytes) {
+// Each thread issues kUnroll independent 16-byte loads before storing any: a copy loop with one
+// load in flight per thread leaves most of the memory system idle.
+__device__ void move_vectors(uint4* __restrict__ dst, const uint4* __restrict__ src, std::uint32_t count) {
+  std::uint32_t i = threadIdx.x;
+  for (; i + (kUnroll - 1) * blockDim.x < count; i += kUnroll * blockDim.x) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) v[k] = src[i + k * blockDim.x];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) dst[i + k * blockDim.x] = v[k];
+  }
+  for (; i < count; i += blockDim.x) dst[i] = src[i];
+}
+
+__device__ void move_bytes(std::byte* dst, const std::byte* src, std::uint32_t nbytes) {
   const bool vectorizable = ((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src) |
                               nbytes) & 15u) == 0;
   if (vectorizable) {
-    auto* d = reinterpret_cast<uint4*>(dst);
-    const auto* s = reinterpret_cast<const uint4*>(src);
-    for (std::uint64_t i = threadIdx.x; i < nbytes / 16; i += blockDim.x) d[i] = s[i];
+    move_vectors(reinterpret_cast<uint4*>(dst), reinterpret_cast<const uint4*>(src), nbytes / 16);
   } else {
-    for (std::uint64_t i = threadIdx.x; i < nbytes; i += blockDim.x) dst[i] = src[i];
+    for (std::uint32_t i = threadIdx.x; i < nbytes; i += blockDim.x) dst[i] = src[i];
   }
 }
 
@@ -64,22 +84,22 @@ __device__ void move_strided(PackDirection direction, const StridedView& view, s
   }
 }
 
-__global__ void pack_kernel(PackDirection direction, const Chunk* chunks, const PackSegment* segments,
-                            const StridedView* strided, std::byte* buffer) {
-  const Chunk chunk = chunks[blockIdx.x];
+__device__ void move_chunk(PackDirection direction, const Chunk& chunk, const PackSegment* segments,
+                           const StridedView* strided, std::byte* buffer) {
   std::byte* packed = buffer + chunk.buffer_offset;
   if (chunk.segment < 0) {
-    for (std::uint64_t i = threadIdx.x; i < chunk.nbytes; i += blockDim.x) packed[i] = std::byte{0};
+    for (std::uint32_t i = threadIdx.x; i < chunk.nbytes; i += blockDim.x) packed[i] = std::byte{0};
     return;
   }
-  const PackSegment segment = segments[chunk.segment];
+  const PackSegment& segment = segments[chunk.segment];
+  const std::uint64_t offset_in_leaf = chunk.buffer_offset - segment.buffer_offset;
   if (segment.strided_index >= 0) {
     move_strided(direction, strided[segment.strided_index], segment.itemsize,
-                 static_cast<std::int64_t>(chunk.offset_in_leaf / segment.itemsize),
+                 static_cast<std::int64_t>(offset_in_leaf / segment.itemsize),
                  static_cast<std::int64_t>(chunk.nbytes / segment.itemsize), packed);
     return;
   }
-  std::byte* leaf = segment.leaf_data + chunk.offset_in_leaf;
+  std::byte* leaf = segment.leaf_data + offset_in_leaf;
   if (direction == PackDirection::Pack) {
     move_bytes(packed, leaf, chunk.nbytes);
   } else {
@@ -87,9 +107,16 @@ __global__ void pack_kernel(PackDirection direction, const Chunk* chunks, const 
   }
 }
 
+__global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
+    pack_kernel(PackDirection direction, const Chunk* chunks, const PackSegment* segments,
+                const StridedView* strided, std::byte* buffer) {
+  move_chunk(direction, chunks[blockIdx.x], segments, strided, buffer);
+}
+
 void add_chunks(std::vector<Chunk>& chunks, std::uint64_t offset, std::uint64_t nbytes, std::int32_t segment) {
   for (std::uint64_t done = 0; done < nbytes; done += kChunkBytes) {
-    chunks.push_back({offset + done, std::min(kChunkBytes, nbytes - done), done, segment});
+    chunks.push_back({offset + done, static_cast<std::uint32_t>(std::min<std::uint64_t>(kChunkBytes, nbytes - done)),
+                      segment});
   }
 }
 
@@ -149,6 +176,10 @@ void pack(PackDirection direction, std::span<const PackSegment> segments, std::s
           std::byte* buffer, std::uint64_t total_bytes, int device) {
   const std::vector<Chunk> chunks = plan_chunks(direction, segments, total_bytes);
   if (chunks.empty()) return;
+  if (chunks.size() > kMaxBlocks) {
+    throw InvalidArgument("cuda pack: " + std::to_string(total_bytes) + " bytes need more than " +
+                          std::to_string(kMaxBlocks) + " chunks of " + std::to_string(kChunkBytes) + " bytes");
+  }
   const std::size_t chunk_bytes = align_up(chunks.size() * sizeof(Chunk));
   const std::size_t segment_bytes = align_up(segments.size() * sizeof(PackSegment));
   const std::size_t strided_bytes = align_up(strided.size() * sizeof(StridedView));
