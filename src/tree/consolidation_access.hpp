@@ -54,7 +54,6 @@ struct ConsolidationAccess {
   }
 
  private:
-  static void prefetch_storage(const std::vector<TensorTree::Entry>& entries, std::size_t i);
   static void copy_views(const TensorTree& source, TensorTree& target, const StoragePtr& storage,
                          std::span<const std::uint64_t> offsets, std::size_t& next_leaf);
   static void fill_from_schema(const Schema& schema, const NodeSpec& spec, TensorTree& target,

@@ -15,9 +15,10 @@ namespace {
 
 constexpr std::uint8_t kNodeMarker = 0xff;  // never a DType value
 constexpr std::size_t kCachedPlans = 64;
-// Each leaf's Storage is a separate allocation: the walk asks for the one this many entries ahead
-// while it describes the current entry, so that reading data pointers does not stall on each.
-constexpr std::size_t kPrefetchAhead = 4;
+// Each leaf's Storage is a separate allocation, read for the leaf's data pointer and device. The
+// walk reads them after the tree, over the flat list of leaves, asking for the one this many leaves
+// ahead, so that the reads overlap instead of stalling one by one (and across sub-trees too).
+constexpr std::size_t kPrefetchAhead = 12;
 
 template <class T>
 void put(std::string& out, T value) {
@@ -91,19 +92,12 @@ std::shared_ptr<const LayoutPlan> make_plan(const TensorTree& tree, const TreeWa
 
 }  // namespace
 
-void ConsolidationAccess::prefetch_storage(const std::vector<TensorTree::Entry>& entries, std::size_t i) {
-  if (i < entries.size() && !entries[i].node && entries[i].leaf.defined()) {
-    __builtin_prefetch(entries[i].leaf.storage().get());
-  }
-}
-
 void ConsolidationAccess::describe(const TensorTree& node, TreeWalk& walk) {
   put_shape(walk.structure, node.batch_size_);
   put(walk.structure, static_cast<std::uint64_t>(node.entries_.size()));
   const std::size_t count = node.entries_.size();
   for (std::size_t i = 0; i < count; ++i) {
     const TensorTree::Entry& entry = node.entries_[i];
-    prefetch_storage(node.entries_, i + kPrefetchAhead);
     put(walk.structure, static_cast<std::uint32_t>(entry.key.size()));
     walk.structure += entry.key;
     if (entry.node) {
@@ -112,9 +106,9 @@ void ConsolidationAccess::describe(const TensorTree& node, TreeWalk& walk) {
     } else {
       put(walk.structure, static_cast<std::uint8_t>(entry.leaf.dtype()));
       put_shape(walk.structure, entry.leaf.shape());
-      const Tensor& leaf = entry.leaf;
-      walk.leaves.push_back({&leaf, leaf.storage().get(), static_cast<std::byte*>(leaf.data_ptr()), leaf.nbytes(),
-                             static_cast<std::uint32_t>(leaf.itemsize()), leaf.device(), leaf.is_contiguous()});
+      const Tensor& leaf = entry.leaf;  // data and device: read_storages()
+      walk.leaves.push_back({&leaf, leaf.storage().get(), nullptr, leaf.nbytes(),
+                             static_cast<std::uint32_t>(leaf.itemsize()), Device::cpu(), leaf.is_contiguous()});
     }
   }
 }
@@ -126,11 +120,26 @@ std::vector<std::string> ConsolidationAccess::direct_keys(const TensorTree& node
   return keys;
 }
 
+namespace {
+
+void read_storages(std::vector<WalkedLeaf>& leaves) {
+  const std::size_t count = leaves.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i + kPrefetchAhead < count) __builtin_prefetch(leaves[i + kPrefetchAhead].storage);
+    WalkedLeaf& leaf = leaves[i];
+    leaf.data = static_cast<std::byte*>(leaf.tensor->data_ptr());
+    leaf.device = leaf.tensor->device();
+  }
+}
+
+}  // namespace
+
 const TreeWalk& walk_tree(const TensorTree& tree) {
   thread_local TreeWalk walk;
   walk.structure.clear();
   walk.leaves.clear();
   ConsolidationAccess::describe(tree, walk);
+  read_storages(walk.leaves);
   return walk;
 }
 
