@@ -61,7 +61,8 @@ struct LoadMemmapOptions {
   Device device = Device::cpu();
   // Loads only the sub-tree at this path ({"next"}); the empty path is the whole tree.
   Path sub_path = {};
-  std::size_t staging_bytes = std::size_t{4} << 20;  // per staging buffer on the CUDA path (two per reader thread, up to 16)
+  // Bytes per pinned staging buffer on the CUDA path: two per reader thread, one thread per core up to 8.
+  std::size_t staging_bytes = std::size_t{4} << 20;
   // madvise(MADV_RANDOM) on every mapping: a page fault reads only its page, not the kernel's
   // read-around window (read_ahead_kb, often megabytes). For sampling scattered rows; it slows a
   // sequential read of everything.

@@ -113,28 +113,39 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
   move_chunk(direction, chunks[blockIdx.x], segments, strided, buffer);
 }
 
-void add_chunks(std::vector<Chunk>& chunks, std::uint64_t offset, std::uint64_t nbytes, std::int32_t segment) {
-  for (std::uint64_t done = 0; done < nbytes; done += kChunkBytes) {
-    chunks.push_back({offset + done, static_cast<std::uint32_t>(std::min<std::uint64_t>(kChunkBytes, nbytes - done)),
-                      segment});
-  }
-}
-
-std::vector<Chunk> plan_chunks(PackDirection direction, std::span<const PackSegment> segments,
-                               std::uint64_t total_bytes) {
-  std::vector<Chunk> chunks;
-  chunks.reserve(segments.size() + 1);
+// Calls span(buffer_offset, nbytes, segment) for every segment in order and, when packing, for the
+// gaps before, between and after them (segment -1: bytes to zero).
+template <class Fn>
+void for_each_span(PackDirection direction, std::span<const PackSegment> segments, std::uint64_t total_bytes,
+                   Fn&& span) {
   std::uint64_t cursor = 0;
   for (std::size_t i = 0; i < segments.size(); ++i) {
     const PackSegment& s = segments[i];
-    if (direction == PackDirection::Pack && s.buffer_offset > cursor) {
-      add_chunks(chunks, cursor, s.buffer_offset - cursor, -1);
-    }
-    add_chunks(chunks, s.buffer_offset, s.nbytes, static_cast<std::int32_t>(i));
+    if (direction == PackDirection::Pack && s.buffer_offset > cursor) span(cursor, s.buffer_offset - cursor, -1);
+    span(s.buffer_offset, s.nbytes, static_cast<std::int32_t>(i));
     cursor = std::max(cursor, s.buffer_offset + s.nbytes);
   }
-  if (direction == PackDirection::Pack && total_bytes > cursor) add_chunks(chunks, cursor, total_bytes - cursor, -1);
-  return chunks;
+  if (direction == PackDirection::Pack && total_bytes > cursor) span(cursor, total_bytes - cursor, -1);
+}
+
+std::uint64_t chunks_in(std::uint64_t nbytes) { return nbytes / kChunkBytes + (nbytes % kChunkBytes != 0); }
+
+std::uint64_t count_chunks(PackDirection direction, std::span<const PackSegment> segments, std::uint64_t total_bytes) {
+  std::uint64_t count = 0;
+  for_each_span(direction, segments, total_bytes,
+                [&](std::uint64_t, std::uint64_t nbytes, std::int32_t) { count += chunks_in(nbytes); });
+  return count;
+}
+
+// Writes the chunks count_chunks() counted to `out`, in place: the pinned descriptor staging.
+void write_chunks(PackDirection direction, std::span<const PackSegment> segments, std::uint64_t total_bytes,
+                  Chunk* out) {
+  for_each_span(direction, segments, total_bytes, [&](std::uint64_t offset, std::uint64_t nbytes, std::int32_t segment) {
+    for (std::uint64_t done = 0; done < nbytes; done += kChunkBytes) {
+      *out++ = {offset + done, static_cast<std::uint32_t>(std::min<std::uint64_t>(kChunkBytes, nbytes - done)),
+                segment};
+    }
+  });
 }
 
 // Grow-only descriptor scratch (pinned staging + device copy) per device. Deliberately kept for
@@ -174,13 +185,13 @@ constexpr std::size_t align_up(std::size_t n) { return (n + 255) / 256 * 256; }
 
 void pack(PackDirection direction, std::span<const PackSegment> segments, std::span<const StridedView> strided,
           std::byte* buffer, std::uint64_t total_bytes, int device) {
-  const std::vector<Chunk> chunks = plan_chunks(direction, segments, total_bytes);
-  if (chunks.empty()) return;
-  if (chunks.size() > kMaxBlocks) {
+  const std::uint64_t chunk_count = count_chunks(direction, segments, total_bytes);
+  if (chunk_count == 0) return;
+  if (chunk_count > kMaxBlocks) {
     throw InvalidArgument("cuda pack: " + std::to_string(total_bytes) + " bytes need more than " +
                           std::to_string(kMaxBlocks) + " chunks of " + std::to_string(kChunkBytes) + " bytes");
   }
-  const std::size_t chunk_bytes = align_up(chunks.size() * sizeof(Chunk));
+  const std::size_t chunk_bytes = align_up(static_cast<std::size_t>(chunk_count) * sizeof(Chunk));
   const std::size_t segment_bytes = align_up(segments.size() * sizeof(PackSegment));
   const std::size_t strided_bytes = align_up(strided.size() * sizeof(StridedView));
   const std::size_t total = chunk_bytes + segment_bytes + strided_bytes;
@@ -191,14 +202,14 @@ void pack(PackDirection direction, std::span<const PackSegment> segments, std::s
   DeviceGuard guard(device);
   DescriptorScratch& mine = scratch.at(static_cast<std::size_t>(device));
   std::byte* staging = mine.host(total);
-  std::memcpy(staging, chunks.data(), chunks.size() * sizeof(Chunk));
+  write_chunks(direction, segments, total_bytes, reinterpret_cast<Chunk*>(staging));
   if (!segments.empty()) std::memcpy(staging + chunk_bytes, segments.data(), segments.size() * sizeof(PackSegment));
   if (!strided.empty()) {
     std::memcpy(staging + chunk_bytes + segment_bytes, strided.data(), strided.size() * sizeof(StridedView));
   }
   std::byte* descriptors = mine.device(total);
   TT_CUDA_CHECK(cudaMemcpyAsync(descriptors, staging, total, cudaMemcpyHostToDevice, cudaStreamLegacy));
-  pack_kernel<<<static_cast<unsigned>(chunks.size()), kThreads>>>(
+  pack_kernel<<<static_cast<unsigned>(chunk_count), kThreads>>>(
       direction, reinterpret_cast<const Chunk*>(descriptors),
       reinterpret_cast<const PackSegment*>(descriptors + chunk_bytes),
       reinterpret_cast<const StridedView*>(descriptors + chunk_bytes + segment_bytes), buffer);
