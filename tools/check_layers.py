@@ -6,6 +6,8 @@ declares:
   --layer NAME=DEP,DEP   folder src/NAME may include its own headers and those of the DEP folders
   --public NAME=H,H      the public headers include/tensortree/H belong to layer NAME ("tree.hpp",
                          or "detail/x.hpp" for the installed helpers of public templates)
+  --foreign NAME=P,P     the system headers matching the patterns P ("mpi.h", "cuda*.h") are the
+                         layer NAME's alone: an #include <...> of one anywhere else fails
 Every source and header under src/ and every public header is checked: an internal header is named
 by folder path ("tree/layout_plan.hpp"), a public one as "tensortree/tree.hpp" or
 "tensortree/detail/object_archive.hpp". A file whose folder
@@ -14,11 +16,13 @@ file cannot slip past the rules. Writes a depfile so that Ninja reruns it when a
 """
 
 import argparse
+import fnmatch
 import pathlib
 import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+SYSTEM_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>', re.M)
 SOURCE_SUFFIXES = {".cpp", ".hpp", ".cu", ".h"}
 
 
@@ -56,22 +60,38 @@ def check_include(include, allowed, layers, public_layer):
     return None if folder in allowed else f"{include} is in layer '{folder}'"
 
 
+def check_system_include(include, allowed, foreign):
+    """None when `include` (an #include <...>) is no layer's own or one of `allowed`'s; else why not."""
+    owners = sorted(layer for layer, patterns in foreign.items()
+                    if any(fnmatch.fnmatchcase(include, pattern) for pattern in patterns))
+    if not owners or allowed.intersection(owners):
+        return None
+    return f"<{include}> may be included only by layer {' or '.join(repr(o) for o in owners)}"
+
+
+def line_of(text, match):
+    return text.count("\n", 0, match.start()) + 1
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--src", required=True, type=pathlib.Path)
     parser.add_argument("--include", required=True, type=pathlib.Path)
     parser.add_argument("--layer", action="append", default=[])
     parser.add_argument("--public", action="append", default=[])
+    parser.add_argument("--foreign", action="append", default=[])
     parser.add_argument("--stamp", required=True, type=pathlib.Path)
     parser.add_argument("--depfile", required=True, type=pathlib.Path)
     args = parser.parse_args()
 
     layers = parse_pairs(args.layer)
+    foreign = parse_pairs(args.foreign)
     public_layer = {header: layer for layer, headers in parse_pairs(args.public).items()
                     for header in headers}
     problems = []
     for dep_list in layers.values():
         problems += [f"unknown layer '{dep}' in the rules" for dep in dep_list if dep not in layers]
+    problems += [f"unknown layer '{layer}' in --foreign" for layer in foreign if layer not in layers]
 
     checked = []
     files = [(path, layer_of_source(path, args.src, layers))
@@ -92,9 +112,13 @@ def main():
         for match in INCLUDE.finditer(text):
             why = check_include(match.group(1), allowed, layers, public_layer)
             if why:
-                line = text.count("\n", 0, match.start()) + 1
                 may = ", ".join(sorted(allowed))
-                problems.append(f"{path}:{line}: layer '{layer}' may include only {may}: {why}")
+                problems.append(f"{path}:{line_of(text, match)}: layer '{layer}' may include only {may}: {why}")
+        # A foreign header is the layer's own, not its dependents': <mpi.h> in transport/mpi alone.
+        for match in SYSTEM_INCLUDE.finditer(text):
+            why = check_system_include(match.group(1), {layer}, foreign)
+            if why:
+                problems.append(f"{path}:{line_of(text, match)}: {why}")
 
     if problems:
         print("layering violations:", *problems, sep="\n  ", file=sys.stderr)
