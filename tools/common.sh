@@ -3,11 +3,14 @@
 
 readonly JOBS=2
 readonly CUDA_HOME_DIR=/usr/local/cuda
-readonly PACKAGES=(
+# What build/ and the main job need (cmake finds some of the dependencies for Meson).
+readonly MAIN_PACKAGES=(
   meson ninja-build pkg-config g++ catch2 libboost-serialization-dev libopenmpi-dev openmpi-bin
-  libxxhash-dev libdlpack-dev libtbb-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev cmake
-  libtorch-dev
+  libxxhash-dev libdlpack-dev libtbb-dev nlohmann-json3-dev libcli11-dev cmake
 )
+# What only the whole suite needs: libtorch for the bridge's tests and example (hundreds of
+# packages, which the main job never uses).
+readonly TEST_PACKAGES=(libtorch-dev)
 # The options of build/, the directory both scripts build: everything this machine has.
 readonly MAIN_BUILD_OPTIONS=(-Dbuildtype=release -Db_sanitize=none -Dcuda=auto -Dnccl=auto -Dmpi=auto
   -Dpkgconfig.relocatable=true)
@@ -22,21 +25,21 @@ as_root() {
   fi
 }
 
-missing_packages() {
+missing_packages() {  # package...
   local package
-  for package in "${PACKAGES[@]}"; do
+  for package in "$@"; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
       printf '%s\n' "$package"
     fi
   done
 }
 
-install_missing_packages() {
+install_missing_packages() {  # package...
   command -v dpkg-query >/dev/null || die "this script installs its tools with apt-get: it needs Debian 12"
   local -a missing
-  mapfile -t missing < <(missing_packages)
+  mapfile -t missing < <(missing_packages "$@")
   if ((${#missing[@]} == 0)); then
-    log "Debian packages: all ${#PACKAGES[@]} present"
+    log "Debian packages: all $# present"
     return
   fi
   log "Debian packages: installing ${missing[*]}"
