@@ -1,16 +1,13 @@
-// The distributed entry points of a library built without MPI: each throws NotSupported, so that a
-// program links everywhere and learns at run time what this build lacks. Group and DeviceMesh are
-// backend-neutral (comm/); without a context no group has members.
+// transport/mpi in a library built without MPI: each entry point throws NotSupported, so that a
+// program links everywhere and learns at run time what this build lacks (a DistributedContext
+// cannot be made; Group and DeviceMesh, backend-neutral, have no members without one).
 #include <memory>
 #include <utility>
-#include <vector>
 
-#include "tensortree/device_mesh.hpp"
-#include "tensortree/dist_context.hpp"
+#include "transport/mpi/mpi_environment.hpp"
 #include "tensortree/error.hpp"
-#include "tensortree/group.hpp"
 
-namespace tensortree {
+namespace tensortree::detail {
 
 namespace {
 
@@ -18,19 +15,16 @@ namespace {
 
 }  // namespace
 
-struct DistributedContext::State {};
+struct MpiEnvironment::State {};
 
-DistributedContext::DistributedContext(int*, char***, GroupOptions) { built_without_mpi(); }
-DistributedContext::DistributedContext(GroupOptions) { built_without_mpi(); }
-DistributedContext::~DistributedContext() = default;
-int DistributedContext::rank() const { built_without_mpi(); }
-int DistributedContext::size() const { built_without_mpi(); }
-int DistributedContext::local_rank() const { built_without_mpi(); }
-int DistributedContext::local_size() const { built_without_mpi(); }
-Device DistributedContext::device() const { built_without_mpi(); }
-const Group& DistributedContext::world() const { built_without_mpi(); }
-Group DistributedContext::new_group(std::vector<int>) const { built_without_mpi(); }
-Group DistributedContext::new_group(std::vector<int>, GroupOptions) const { built_without_mpi(); }
-DeviceMesh DistributedContext::mesh(std::vector<MeshDim>) const { built_without_mpi(); }
+MpiEnvironment::MpiEnvironment(int*, char***) { built_without_mpi(); }
+MpiEnvironment::~MpiEnvironment() = default;
+std::unique_ptr<Bootstrap> MpiEnvironment::world_bootstrap(std::chrono::milliseconds) const { built_without_mpi(); }
+std::pair<int, int> MpiEnvironment::local_rank_and_size() const { built_without_mpi(); }
+void MpiEnvironment::leave_unfinalized() {}
 
-}  // namespace tensortree
+std::shared_ptr<Backend> make_mpi_backend(Bootstrap&, std::chrono::milliseconds, std::uint64_t) {
+  built_without_mpi();
+}
+
+}  // namespace tensortree::detail

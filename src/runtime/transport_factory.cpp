@@ -1,4 +1,4 @@
-#include "transport/mpi/mpi_transports.hpp"
+#include "runtime/transport_factory.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "comm/transport_choice.hpp"
-#include "transport/mpi/mpi_backend.hpp"
-#include "transport/mpi/mpi_bootstrap.hpp"
+#include "transport/mpi/mpi_environment.hpp"
 #include "transport/shm/cuda_shareable_memory.hpp"
 #include "transport/shm/host_shareable_memory.hpp"
 #include "transport/shm/node_local_backend.hpp"
@@ -33,9 +32,7 @@ DeviceTransports everyone(std::shared_ptr<Backend> backend, int size) {
 }
 
 std::shared_ptr<Backend> host_transport(GroupState& group) {
-  auto* mpi = dynamic_cast<MpiBootstrap*>(&group.bootstrap());
-  if (!mpi) throw NotSupported("the MPI transport needs a group whose bootstrap is MPI");
-  return std::make_shared<MpiBackend>(mpi->comm(), MpiBackendOptions{.timeout = group.options().timeout, .max_message_bytes = group.options().max_message_bytes});
+  return make_mpi_backend(group.bootstrap(), group.options().timeout, group.options().max_message_bytes);
 }
 
 // Creating a NCCL communicator is collective over the group: group rank 0 makes the unique id and
@@ -125,7 +122,7 @@ DeviceTransports cuda_transports(GroupState& group, Device device) {
 
 }  // namespace
 
-DeviceTransports MpiTransportFactory::create(GroupState& group, Device device) {
+DeviceTransports DefaultTransportFactory::create(GroupState& group, Device device) {
   if (device.is_cpu()) return host_transports(group);
   return cuda_transports(group, device);
 }
