@@ -1,7 +1,5 @@
 // Catch2 main for distributed tests: every rank runs the same test cases, each rank's output is
 // tagged "[rank N] ", and if any rank fails, every rank reports which ones and exits non-zero.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
 
 #include <exception>
@@ -9,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "catch_session.hpp"
 #include "dist_support.hpp"
 #include "line_prefix_streambuf.hpp"
 #include "tensortree/error.hpp"
@@ -48,13 +47,9 @@ class StreamRedirect {
 };
 
 // Catch's return value: failed test cases (capped at 255), or non-zero for a bad command line.
+// Ranks write through a pty, so Catch would colour; escape codes spanning lines garble the tags.
 int run_catch(int argc, char* argv[]) {
-  Catch::Session session;
-  // Ranks write through a pty, so Catch would colour; escape codes spanning lines garble the tags.
-  session.configData().useColour = Catch::UseColour::No;
-  const int command_line_status = session.applyCommandLine(argc, argv);
-  if (command_line_status != 0) return command_line_status;
-  return session.run();
+  return tensortree::test::run_catch_session(argc, argv, tensortree::test::CatchColour::No);
 }
 
 // Failed test cases per rank, summed over all ranks so that every rank holds the whole table.

@@ -8,8 +8,9 @@
 //
 // Its own main: without a CUDA device every rank exits 77 before MPI starts, so mpiexec exits 77
 // and Meson reports SKIP; otherwise every rank runs every case and the job fails if any rank fails.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "catch_session.hpp"
 
 #include "tensortree/config.hpp"
 #include "tensortree/device.hpp"
@@ -194,10 +195,8 @@ int main(int argc, char* argv[]) {
   }
 #if TT_HAVE_MPI
   context_slot() = std::make_unique<DistributedContext>(&argc, &argv);
-  Catch::Session session;
-  session.configData().useColour = Catch::UseColour::No;
-  if (const int status = session.applyCommandLine(argc, argv); status != 0) return status;
-  const int failed = failures_everywhere(session.run());
+  const int status = tensortree::test::run_catch_session(argc, argv, tensortree::test::CatchColour::No);
+  const int failed = failures_everywhere(status);
   context_slot().reset();
   return failed == 0 ? 0 : 1;
 #else

@@ -1,2 +1,4 @@
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// The main of the single-process test programs.
+#include "catch_session.hpp"
+
+int main(int argc, char* argv[]) { return tensortree::test::run_catch_session(argc, argv); }
