@@ -90,6 +90,9 @@ class TT_API Tensor {
   // reshape() copies when it must.
   Tensor view(Shape shape) const;
   Tensor reshape(Shape shape) const;
+  // A contiguous tensor's bytes as a 1-D uint8 tensor over the same storage (what moves them as
+  // raw bytes, whatever the dtype). InvalidArgument for a tensor that is not contiguous.
+  Tensor byte_view() const;
   // Inserts a dimension of size 1 at `dim` (0..dim(); negative counts from the end, -1 appends).
   Tensor unsqueeze(std::int64_t dim) const;
 

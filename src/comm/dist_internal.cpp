@@ -76,11 +76,6 @@ void check_per_rank_list(std::span<const Tensor> tensors, std::string_view name,
 
 Backend& metadata_backend(const Group& group) { return group.backend(Device::cpu()); }
 
-Tensor byte_view(const Tensor& contiguous) {
-  return Tensor(contiguous.storage(), contiguous.byte_offset(), DType::UInt8,
-                {static_cast<std::int64_t>(contiguous.nbytes())}, {1});
-}
-
 Tensor int64_tensor(std::span<const std::int64_t> values) {
   Tensor out = Tensor::empty({static_cast<std::int64_t>(values.size())}, {DType::Int64});
   if (!values.empty()) std::memcpy(out.data_ptr(), values.data(), values.size_bytes());
@@ -94,12 +89,12 @@ std::vector<std::int64_t> int64_values(const Tensor& tensor) {
 
 void ByteExchange::send(const Tensor& contiguous, int peer) {
   if (contiguous.nbytes() == 0) return;
-  ops_.push_back({P2POp::Kind::Send, byte_view(contiguous), peer, kInternalTag});
+  ops_.push_back({P2POp::Kind::Send, contiguous.byte_view(), peer, kInternalTag});
 }
 
 void ByteExchange::recv(const Tensor& contiguous, int peer) {
   if (contiguous.nbytes() == 0) return;
-  ops_.push_back({P2POp::Kind::Recv, byte_view(contiguous), peer, kInternalTag});
+  ops_.push_back({P2POp::Kind::Recv, contiguous.byte_view(), peer, kInternalTag});
 }
 
 WorkPtr ByteExchange::post(Backend& backend) const {

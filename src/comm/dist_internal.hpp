@@ -42,8 +42,6 @@ void check_per_rank_list(std::span<const Tensor> tensors, std::string_view name,
 // device the payload lives on.
 Backend& metadata_backend(const Group& group);
 
-// A contiguous tensor's bytes as a 1-D uint8 view of the same storage.
-Tensor byte_view(const Tensor& contiguous);
 // A 1-D int64 CPU tensor holding `values` (a copy).
 Tensor int64_tensor(std::span<const std::int64_t> values);
 std::vector<std::int64_t> int64_values(const Tensor& tensor);

@@ -46,7 +46,7 @@ Tensor bytes_tensor(std::span<const std::byte> bytes) {
                            DType::UInt8, Device::cpu(), [](void*) {});
 }
 
-Bytes bytes_of(const Tensor& view) {
+Bytes copy_of_bytes(const Tensor& view) {
   if (view.dtype() != DType::UInt8 || view.dim() != 1) {
     throw CorruptData("object bytes arrived as a " + std::string(dtype_name(view.dtype())) + shape_str(view.shape()) +
                       " tensor, not a 1-D uint8 one");
@@ -56,10 +56,10 @@ Bytes bytes_of(const Tensor& view) {
   return out;
 }
 
-std::vector<Bytes> bytes_of_each(const std::vector<Tensor>& views) {
+std::vector<Bytes> copies_of_bytes(const std::vector<Tensor>& views) {
   std::vector<Bytes> out;
   out.reserve(views.size());
-  for (const Tensor& view : views) out.push_back(bytes_of(view));
+  for (const Tensor& view : views) out.push_back(copy_of_bytes(view));
   return out;
 }
 
@@ -106,11 +106,11 @@ void broadcast_bytes(Bytes& bytes, int root, const Group& group) {
 }
 
 std::vector<Bytes> all_gather_bytes(const Bytes& bytes, const Group& group) {
-  return bytes_of_each(all_gather_variadic_shape(bytes_tensor(bytes), group));
+  return copies_of_bytes(all_gather_variadic_shape(bytes_tensor(bytes), group));
 }
 
 std::vector<Bytes> gather_bytes(const Bytes& bytes, int root, const Group& group) {
-  return bytes_of_each(gather_variadic_shape(bytes_tensor(bytes), root, group));
+  return copies_of_bytes(gather_variadic_shape(bytes_tensor(bytes), root, group));
 }
 
 Bytes scatter_bytes(std::span<const Bytes> per_rank, int root, const Group& group) {

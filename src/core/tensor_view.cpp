@@ -113,6 +113,15 @@ Tensor Tensor::view(Shape shape) const {
   return *std::move(out);
 }
 
+Tensor Tensor::byte_view() const {
+  check_defined("byte_view");
+  if (!is_contiguous()) {
+    throw InvalidArgument("byte_view of a tensor of shape " + shape_str(shape_) + " and strides " +
+                          shape_str(strides_) + ": its bytes are not contiguous; use contiguous() first");
+  }
+  return Tensor(storage_, byte_offset_, DType::UInt8, {static_cast<std::int64_t>(nbytes())}, {1});
+}
+
 Tensor Tensor::reshape(Shape shape) const {
   std::optional<Tensor> out = try_view(shape);
   return out ? *std::move(out) : clone().view(std::move(shape));

@@ -135,7 +135,7 @@ WorkPtr broadcast_from_root(const TensorTree& tree, const Group& group) {
   if (failure) std::rethrow_exception(failure);
   const std::uint64_t total = out.schema->total_bytes();
   detail::copy_bytes(out.buffer->data() + total, device, schema_bytes.data(), Device::cpu(), schema_bytes.size());
-  WorkPtr sent = group.backend(device).broadcast(detail::bytes_of(out.buffer, 0, total + schema_bytes.size()), root);
+  WorkPtr sent = group.backend(device).broadcast(detail::storage_bytes(out.buffer, 0, total + schema_bytes.size()), root);
   if (schema_bytes.empty()) return Work::then(std::move(sent), [buffer = out.buffer] {});
   return Work::then(std::move(sent), [registry, schema = out.schema, buffer = out.buffer] {
     registry->remember(schema);
@@ -170,7 +170,7 @@ WorkPtr broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
   const bool direct = expected && sent.header.schema_bytes == 0 && tree.is_consolidated() &&
                       tree.storage()->device() == device;
   if (direct) {
-    return backend.broadcast(detail::bytes_of(tree.storage(), 0, total), root);
+    return backend.broadcast(detail::storage_bytes(tree.storage(), 0, total), root);
   }
   if (expected) detail::check_peer_claim(group, root, sent.header.schema_bytes, "broadcast: the root's schema");
   const std::size_t length = expected ? detail::peer_claim_sum(root, {total, sent.header.schema_bytes}, "broadcast")
@@ -182,7 +182,7 @@ WorkPtr broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
                                                                             "broadcast: the root's announced tree"))
                  : length;
   const StoragePtr buffer = mine.empty ? Storage::allocate(room, device) : detail::spare_buffer(group, length, device);
-  WorkPtr arriving = backend.broadcast(detail::bytes_of(buffer, 0, length), root);
+  WorkPtr arriving = backend.broadcast(detail::storage_bytes(buffer, 0, length), root);
   auto registry = LayoutRegistry::of(group);
   return Work::then(std::move(arriving), [target = &tree, mine, sent, buffer, device, root, registry] {
     receive_broadcast(*target, mine, sent, buffer, device, root, *registry);
@@ -232,7 +232,7 @@ Tensor block_of(const TensorTree& tree, Device device) {
     detail::copy_bytes(buffer->data() + kWireHeaderBytes + schema_bytes.size(), device, zeros.data(), Device::cpu(), gap);
   }
   detail::pack_tree(tree, {.device = device, .reuse = detail::sub_storage(buffer, payload_at, schema->total_bytes())});
-  return detail::bytes_of(buffer, 0, length);
+  return detail::storage_bytes(buffer, 0, length);
 }
 
 struct ArrivedTree {

@@ -31,7 +31,7 @@ void check_peer(int peer, const char* name, const Group& group, std::string_view
 WorkPtr post_consolidated(const Outgoing& out, Device device, int dst, const Group& group, int tag) {
   const std::uint64_t total = out.schema->total_bytes();
   detail::write_wire_header({out.schema->fingerprint(), total, 0}, out.buffer->data() + total, device);
-  return group.transport(dst, device).send(detail::bytes_of(out.buffer, 0, total + kWireHeaderBytes), dst, tag);
+  return group.transport(dst, device).send(detail::storage_bytes(out.buffer, 0, total + kWireHeaderBytes), dst, tag);
 }
 
 // The leaves with bytes, in layout order: the order both ends agree on whatever their insertion order.
@@ -63,7 +63,7 @@ WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema
   const std::uint64_t total = schema->total_bytes();
   const std::uint64_t length = total + kWireHeaderBytes;
   WorkPtr transfer =
-      dist::detail::peer_transport(group, src, buffer->device()).recv(detail::bytes_of(buffer, 0, length), src, tag);
+      dist::detail::peer_transport(group, src, buffer->device()).recv(detail::storage_bytes(buffer, 0, length), src, tag);
   // The backend reports a message of the wrong length as InvalidArgument: to the caller it is a
   // layout mismatch.
   auto on_error = [schema, src, total](std::exception_ptr error) {

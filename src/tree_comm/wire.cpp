@@ -122,7 +122,7 @@ StoragePtr outgoing_buffer(const Group& group, std::size_t nbytes, Device device
       nbytes, device, [&] { return state.backend(device).allocate_message_buffer(nbytes, device); });
 }
 
-Tensor bytes_of(const StoragePtr& storage, std::size_t offset, std::size_t nbytes) {
+Tensor storage_bytes(const StoragePtr& storage, std::size_t offset, std::size_t nbytes) {
   return Tensor(storage, offset, DType::UInt8, {static_cast<std::int64_t>(nbytes)}, {1});
 }
 

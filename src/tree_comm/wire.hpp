@@ -41,7 +41,7 @@ StoragePtr spare_buffer(const Group& group, std::size_t nbytes, Device device);
 StoragePtr outgoing_buffer(const Group& group, std::size_t nbytes, Device device);
 
 // Bytes [offset, offset + nbytes) of `storage` as a 1-D uint8 tensor.
-Tensor bytes_of(const StoragePtr& storage, std::size_t offset, std::size_t nbytes);
+Tensor storage_bytes(const StoragePtr& storage, std::size_t offset, std::size_t nbytes);
 
 // Copies between host or device memory on either side (one device kind each).
 void copy_bytes(std::byte* dst, Device dst_device, const std::byte* src, Device src_device, std::size_t nbytes);

@@ -3,12 +3,14 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "tensortree/config.hpp"
+#include "tensortree/error.hpp"
 #include "tensortree/tensor.hpp"
 
 using namespace tensortree;
@@ -669,4 +671,21 @@ TEST_CASE("resolve_device maps every CPU device to cpu() and checks CUDA devices
     REQUIRE_THROWS_AS(resolve_device(Device::cuda(count)), InvalidArgument);
   }
   CHECK(build_features().find(TT_HAVE_CUDA ? "cuda=yes" : "cuda=no") != std::string::npos);
+}
+
+TEST_CASE("byte_view is a contiguous tensor's bytes over the same storage, and refuses strided tensors") {
+  const Tensor values = Tensor::arange({2, 3}, 1, 1, {DType::Int32}).narrow(0, 1, 1);  // the second row: 4, 5, 6
+  const Tensor bytes = values.byte_view();
+  CHECK(bytes.dtype() == DType::UInt8);
+  CHECK(bytes.shape() == Shape{12});
+  CHECK(bytes.storage() == values.storage());
+  CHECK(bytes.byte_offset() == values.byte_offset());
+  for (std::int64_t i = 0; i < 3; ++i) {
+    std::int32_t value = 0;
+    std::memcpy(&value, bytes.data<std::uint8_t>() + 4 * i, sizeof value);
+    CHECK(value == 4 + i);
+  }
+  bytes.data<std::uint8_t>()[0] = 0;  // writes through to the tensor
+  CHECK(values.value_at_linear(0) == std::complex<double>(0.0, 0.0));
+  CHECK_THROWS_AS(Tensor::arange({2, 3}, 1).transpose(0, 1).byte_view(), InvalidArgument);
 }

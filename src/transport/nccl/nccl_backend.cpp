@@ -29,7 +29,7 @@ namespace {
 // Data movement hands NCCL bytes: it moves every dtype, and NCCL moves bytes for these anyway.
 constexpr ncclDataType_t kBytes = ncclUint8;
 
-std::byte* bytes_of(const Tensor& tensor) { return static_cast<std::byte*>(tensor.data_ptr()); }
+std::byte* first_byte(const Tensor& tensor) { return static_cast<std::byte*>(tensor.data_ptr()); }
 
 // One send or receive of `bytes` bytes, inside an open NCCL group or alone.
 void post(P2POp::Kind kind, void* data, std::size_t bytes, int peer, ncclComm_t comm, cudaStream_t stream) {
@@ -130,8 +130,8 @@ class NcclBackend final : public Backend {
         const auto index = static_cast<std::size_t>(peer);
         const std::size_t send_bytes = static_cast<std::size_t>(input_counts[index]) * itemsize;
         const std::size_t recv_bytes = static_cast<std::size_t>(output_counts[index]) * itemsize;
-        if (send_bytes > 0) post(P2POp::Kind::Send, bytes_of(input) + sent, send_bytes, peer, comm, stream);
-        if (recv_bytes > 0) post(P2POp::Kind::Recv, bytes_of(output) + received, recv_bytes, peer, comm, stream);
+        if (send_bytes > 0) post(P2POp::Kind::Send, first_byte(input) + sent, send_bytes, peer, comm, stream);
+        if (recv_bytes > 0) post(P2POp::Kind::Recv, first_byte(output) + received, recv_bytes, peer, comm, stream);
         sent += send_bytes;
         received += recv_bytes;
       }
@@ -194,7 +194,7 @@ class NcclBackend final : public Backend {
     return launch({all, own}, [&](ncclComm_t comm, cudaStream_t stream) {
       NcclGroup group;
       for (int peer = 0; is_root && peer < size(); ++peer) {
-        post(all_moves, bytes_of(all) + block * static_cast<std::size_t>(peer), block, peer, comm, stream);
+        post(all_moves, first_byte(all) + block * static_cast<std::size_t>(peer), block, peer, comm, stream);
       }
       post(own_moves, own.data_ptr(), block, root, comm, stream);
       group.end();

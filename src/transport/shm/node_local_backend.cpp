@@ -106,7 +106,7 @@ struct NodeLocalBackend::State {
       throw InvalidArgument(wrong_length(peer, tag, frame.length, destination));
     }
     if (frame.kind == FrameKind::Inline) {
-      bytes_of(destination).copy_(payload_of(message, frame.length));
+      destination.byte_view().copy_(payload_of(message, frame.length));
       return;
     }
     take_region(peer, frame, destination);
@@ -127,10 +127,6 @@ struct NodeLocalBackend::State {
     if (frame->length != destination.nbytes()) throw InvalidArgument(wrong_length(peer, tag, frame->length, destination));
   }
 
-  static Tensor bytes_of(const Tensor& contiguous) {
-    return Tensor(contiguous.storage(), contiguous.byte_offset(), DType::UInt8,
-                  {static_cast<std::int64_t>(contiguous.nbytes())}, {1});
-  }
   static Tensor payload_of(const Tensor& message, std::uint64_t length) {
     return Tensor(message.storage(), message.byte_offset() + kFrameHeaderBytes, DType::UInt8,
                   {static_cast<std::int64_t>(length)}, {1});
@@ -336,7 +332,7 @@ WorkPtr NodeLocalBackend::send(const Tensor& tensor, int dst, int tag) {
   if (nbytes <= state.options.inline_bytes) {
     Tensor message = frame_message(nbytes);
     encode_frame({FrameKind::Inline, nbytes, 0, 0, {}}, header_of(message));
-    State::payload_of(message, nbytes).copy_(State::bytes_of(tensor));
+    State::payload_of(message, nbytes).copy_(tensor.byte_view());
     return control_->send(message, dst, tag);
   }
   Tensor message = frame_message(0);
@@ -381,7 +377,7 @@ WorkPtr NodeLocalBackend::recv(const Tensor& tensor, int src, int tag) {
   auto choose = [state, frame, tensor, tag](int source, std::uint64_t bytes) -> Tensor {
     if (state->is_local(source)) return *frame = state->frame_buffer(source, bytes);
     if (bytes != tensor.nbytes()) throw InvalidArgument(state->wrong_length(source, tag, bytes, tensor));
-    return State::bytes_of(tensor);
+    return tensor.byte_view();
   };
   WorkPtr arrived = control_->recv_matched(kAnySource, tag, std::move(choose));
   auto receive = state->incoming.expect(

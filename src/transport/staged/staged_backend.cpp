@@ -26,12 +26,9 @@ Tensor pinned_tensor(DType dtype, Shape shape, std::size_t nbytes) {
   return Tensor(PinnedPool::shared().storage(nbytes), 0, dtype, std::move(shape), {});
 }
 
-// A contiguous tensor as one dimension of its own elements, or of bytes.
+// A contiguous tensor as one dimension of its own elements.
 Tensor flat(const Tensor& tensor) {
   return Tensor(tensor.storage(), tensor.byte_offset(), tensor.dtype(), {tensor.numel()}, {});
-}
-Tensor flat_bytes(const Tensor& tensor) {
-  return Tensor(tensor.storage(), tensor.byte_offset(), DType::UInt8, {static_cast<std::int64_t>(tensor.nbytes())}, {});
 }
 
 // The host copies of one operation's tensors (not chunked), and the tensors its results go back to.
@@ -287,7 +284,7 @@ WorkPtr StagedBackend::broadcast(const Tensor& tensor, int root) {
   if (chunked(tensor)) {
     const bool sending = rank() == root;
     auto work = std::make_shared<ChunkedWork>(
-        flat_bytes(tensor), options_.chunk_bytes, ChunkedWork::End::Exact, streams_for(tensor), !sending,
+        tensor.byte_view(), options_.chunk_bytes, ChunkedWork::End::Exact, streams_for(tensor), !sending,
         [this, root](const Tensor& chunk, int) { return host_.broadcast(chunk, root); }, root);
     work->post(sending, 0, work->count());
     return work;
@@ -364,7 +361,7 @@ WorkPtr StagedBackend::all_to_all(const Tensor& output, const Tensor& input,
 WorkPtr StagedBackend::send(const Tensor& tensor, int dst, int tag) {
   if (chunked(tensor)) {
     auto work = std::make_shared<ChunkedWork>(
-        flat_bytes(tensor), options_.chunk_bytes, ChunkedWork::End::Short, streams_for(tensor), false,
+        tensor.byte_view(), options_.chunk_bytes, ChunkedWork::End::Short, streams_for(tensor), false,
         [this, tag](const Tensor& chunk, int peer) { return host_.send(chunk, peer, tag); }, dst);
     work->post(true, 0, work->count());
     return work;
@@ -375,7 +372,7 @@ WorkPtr StagedBackend::send(const Tensor& tensor, int dst, int tag) {
 
 WorkPtr StagedBackend::chunked_recv(const Tensor& tensor, int src, int tag) {
   auto work = std::make_shared<ChunkedWork>(
-      flat_bytes(tensor), options_.chunk_bytes, ChunkedWork::End::Short, streams_for(tensor), true,
+      tensor.byte_view(), options_.chunk_bytes, ChunkedWork::End::Short, streams_for(tensor), true,
       [this, tag](const Tensor& chunk, int peer) { return host_.recv(chunk, peer, tag); }, src);
   if (src != kAnySource) {
     work->post(false, 0, work->count());
