@@ -51,6 +51,28 @@ std::vector<std::int64_t> offsets_of(std::span<const std::int64_t> counts) {
   return offsets;
 }
 
+// gather (the root receives) and scatter (the root sends): the root moves block r of `blocks` with
+// each rank r and copies its own block itself; every other rank moves `own` with the root.
+WorkPtr rooted(PairLink& link, Kind at_root, const Tensor& blocks, const Tensor& own, int root, const char* operation) {
+  const int tag = link.next_collective();
+  std::vector<P2POp> ops;
+  if (link.rank() != root) {
+    ops.push_back({at_root == Kind::Recv ? Kind::Send : Kind::Recv, own, root, tag});
+    return link.post(ops, operation);
+  }
+  const std::int64_t n = own.numel();
+  for (int r = 0; r < link.size(); ++r) {
+    if (r != root) ops.push_back({at_root, block(blocks, r * n, n), r, tag});
+  }
+  const Tensor mine = block(blocks, root * n, n);
+  if (at_root == Kind::Recv) {
+    mine.copy_(flat(own));
+  } else {
+    flat(own).copy_(mine);
+  }
+  return link.post(ops, operation);
+}
+
 }  // namespace
 
 WorkPtr PairCollectives::broadcast_tagged(PairLink& link, const Tensor& tensor, int root, int tag,
@@ -114,33 +136,11 @@ WorkPtr PairCollectives::all_gather(const Tensor& output, const Tensor& input) {
 }
 
 WorkPtr PairCollectives::gather(const Tensor& output, const Tensor& input, int root) {
-  const int tag = link_->next_collective();
-  if (link_->rank() != root) {
-    const P2POp send{Kind::Send, input, root, tag};
-    return link_->post({&send, 1}, "gather");
-  }
-  const std::int64_t n = input.numel();
-  std::vector<P2POp> ops;
-  for (int r = 0; r < link_->size(); ++r) {
-    if (r != root) ops.push_back({Kind::Recv, block(output, r * n, n), r, tag});
-  }
-  block(output, root * n, n).copy_(flat(input));
-  return link_->post(ops, "gather");
+  return rooted(*link_, Kind::Recv, output, input, root, "gather");
 }
 
 WorkPtr PairCollectives::scatter(const Tensor& output, const Tensor& input, int root) {
-  const int tag = link_->next_collective();
-  if (link_->rank() != root) {
-    const P2POp receive{Kind::Recv, output, root, tag};
-    return link_->post({&receive, 1}, "scatter");
-  }
-  const std::int64_t n = output.numel();
-  std::vector<P2POp> ops;
-  for (int r = 0; r < link_->size(); ++r) {
-    if (r != root) ops.push_back({Kind::Send, block(input, r * n, n), r, tag});
-  }
-  flat(output).copy_(block(input, root * n, n));
-  return link_->post(ops, "scatter");
+  return rooted(*link_, Kind::Send, input, output, root, "scatter");
 }
 
 WorkPtr PairCollectives::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
