@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/transport_choice.hpp"
+#include "transport/in_process/in_process_backend.hpp"
 #include "transport/mpi/mpi_environment.hpp"
 #include "transport/shm/cuda_shareable_memory.hpp"
 #include "transport/shm/host_shareable_memory.hpp"
@@ -31,7 +32,12 @@ DeviceTransports everyone(std::shared_ptr<Backend> backend, int size) {
   return transports;
 }
 
+// The host backend of the bootstrap's kind: MPI's communicator, or the mailboxes of an in-process
+// group (HostTransport::Mpi then means this backend: the one that serves members without shared memory).
 std::shared_ptr<Backend> host_transport(GroupState& group) {
+  if (is_in_process(group.bootstrap())) {
+    return make_in_process_backend(group.bootstrap(), group.options().timeout, group.options().max_message_bytes);
+  }
   return make_mpi_backend(group.bootstrap(), group.options().timeout, group.options().max_message_bytes);
 }
 
@@ -103,7 +109,19 @@ DeviceTransports host_transports(GroupState& group) {
   return per_peer(kinds, PeerTransportKind::SharedMemory, shared, mpi);
 }
 
+// Threads of one process share their GPUs: CUDA IPC cannot open a handle in the process that
+// exported it, and NCCL refuses two ranks on one GPU, so an in-process group stages everything
+// through pinned memory over its host backend.
+DeviceTransports in_process_cuda_transports(GroupState& group) {
+  if (group.options().cuda_transport == CudaTransport::Nccl) {
+    throw NotSupported("CudaTransport::Nccl for an in-process group of " + std::to_string(group.size()) +
+                       " ranks: its members are threads of one process, which stage CUDA tensors through host memory");
+  }
+  return everyone(staged_transport(host_transport(group)), group.size());
+}
+
 DeviceTransports cuda_transports(GroupState& group, Device device) {
+  if (is_in_process(group.bootstrap())) return in_process_cuda_transports(group);
   const CudaTransport preference = group.options().cuda_transport;
   const CudaTransportChoice choice = choose_cuda_transport(group.placements(), TT_HAVE_NCCL != 0, preference);
   const std::shared_ptr<Backend> host = host_transport(group);

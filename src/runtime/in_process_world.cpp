@@ -1,0 +1,81 @@
+#include "runtime/in_process_world.hpp"
+
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "comm/group_state.hpp"
+#include "runtime/transport_factory.hpp"
+#include "transport/in_process/in_process_bootstrap.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+namespace {
+
+// What the threads of one run share: the groups made so far and the first failure.
+class World {
+ public:
+  explicit World(std::shared_ptr<InProcessStore> store) : store_(std::move(store)) {}
+
+  void joined(const Group& group) {
+    const std::lock_guard lock(mutex_);
+    groups_.push_back(group);
+    if (failure_) group.abort(reason_);
+  }
+
+  // The first failure is kept; the rest of the world is told, so that nobody waits for the rank
+  // that failed.
+  void failed(int rank, std::exception_ptr error) {
+    const std::lock_guard lock(mutex_);
+    if (failure_) return;
+    failure_ = std::move(error);
+    reason_ = "rank " + std::to_string(rank) + " of the in-process world failed";
+    store_->abort(reason_);
+    for (const Group& group : groups_) group.abort(reason_);
+  }
+
+  void rethrow_failure() const {
+    if (failure_) std::rethrow_exception(failure_);
+  }
+
+ private:
+  std::shared_ptr<InProcessStore> store_;
+  std::mutex mutex_;
+  std::vector<Group> groups_;
+  std::exception_ptr failure_;
+  std::string reason_;
+};
+
+}  // namespace
+
+void run_in_process(int size, const GroupOptions& options, const std::function<void(const Group&)>& body) {
+  validate_options(options);
+  std::vector<std::unique_ptr<InProcessBootstrap>> bootstraps = make_in_process_bootstraps(size, options.timeout);
+  World world(bootstraps.front()->store());
+  const auto factory = std::make_shared<DefaultTransportFactory>();
+  std::vector<int> world_ranks(static_cast<std::size_t>(size));
+  std::iota(world_ranks.begin(), world_ranks.end(), 0);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank, bootstrap = std::move(bootstraps[static_cast<std::size_t>(rank)])]() mutable {
+      try {
+        const Group group =
+            GroupAccess::make(std::make_shared<GroupState>(std::move(bootstrap), factory, world_ranks, options));
+        world.joined(group);
+        body(group);
+      } catch (...) {
+        world.failed(rank, std::current_exception());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  world.rethrow_failure();
+}
+
+}  // namespace tensortree::detail

@@ -1,0 +1,94 @@
+#include "transport/in_process/in_process_store.hpp"
+
+#include <string>
+#include <utility>
+
+#include "core/wait_bounded.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+InProcessStore::InProcessStore(int size, std::chrono::milliseconds timeout) : timeout_(timeout) {
+  if (size <= 0) throw InvalidArgument("an in-process group needs at least one member, got " + std::to_string(size));
+  for (int rank = 0; rank < size; ++rank) mailboxes_.push_back(std::make_unique<Mailbox>(rank));
+}
+
+InProcessStore::Round& InProcessStore::round_locked(std::uint64_t round, const char* operation, int rank) {
+  Round& found = rounds_[round];
+  if (found.deposits.empty()) {
+    found.operation = operation;
+    found.deposits.resize(static_cast<std::size_t>(size()));
+  }
+  if (found.operation != operation) {
+    throw InvalidArgument("in-process bootstrap round " + std::to_string(round) + ": rank " + std::to_string(rank) +
+                          " calls " + operation + " where another member called " + found.operation +
+                          " (every member must make the same calls in the same order)");
+  }
+  return found;
+}
+
+std::string InProcessStore::missing_locked(const Round& round) const {
+  std::string ranks;
+  for (std::size_t r = 0; r < round.deposits.size(); ++r) {
+    if (!round.deposits[r]) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return "[" + ranks + "]";
+}
+
+std::vector<std::vector<std::byte>> InProcessStore::exchange(int rank, std::uint64_t round, const char* operation,
+                                                             std::span<const std::byte> mine) {
+  std::unique_lock lock(mutex_);
+  const auto refuse_if_aborted = [&] {
+    if (aborted_) {
+      throw BackendError("rank " + std::to_string(rank) + ": the in-process bootstrap's " + operation +
+                         " (round " + std::to_string(round) + ") was aborted: " + *aborted_);
+    }
+  };
+  refuse_if_aborted();
+  Round& current = round_locked(round, operation, rank);
+  current.deposits[static_cast<std::size_t>(rank)].emplace(mine.begin(), mine.end());
+  current.arrived += 1;
+  changed_.notify_all();
+  const auto complete = [&] { return current.arrived == size() || aborted_.has_value(); };
+  const std::optional<WaitClock::time_point> deadline = deadline_after(timeout_);
+  const bool done = deadline ? changed_.wait_until(lock, *deadline, complete) : (changed_.wait(lock, complete), true);
+  refuse_if_aborted();
+  if (!done) {
+    // The round stays: a late member still finds this member's deposit, and a retry is not made.
+    throw Timeout("rank " + std::to_string(rank) + ": the in-process bootstrap's " + operation + " (round " +
+                  std::to_string(round) + ") did not complete within the group's timeout of " +
+                  std::to_string(timeout_.count()) + " ms (GroupOptions::timeout); ranks " + missing_locked(current) +
+                  " did not arrive");
+  }
+  std::vector<std::vector<std::byte>> all;
+  for (const auto& deposit : current.deposits) all.push_back(*deposit);
+  if (++current.left == size()) rounds_.erase(round);
+  return all;
+}
+
+std::shared_ptr<InProcessStore> InProcessStore::child(std::uint64_t round, int color, int members) {
+  const std::lock_guard lock(mutex_);
+  Child& made = pending_children_[{round, color}];
+  if (!made.store) {
+    made.store = std::make_shared<InProcessStore>(members, timeout_);
+    children_.push_back(made.store);
+  }
+  std::shared_ptr<InProcessStore> store = made.store;
+  if (++made.taken == members) pending_children_.erase({round, color});
+  return store;
+}
+
+void InProcessStore::abort(const std::string& reason) {
+  std::vector<std::shared_ptr<InProcessStore>> children;
+  {
+    const std::lock_guard lock(mutex_);
+    if (!aborted_) aborted_ = reason;
+    for (const auto& weak : children_) {
+      if (auto child = weak.lock()) children.push_back(std::move(child));
+    }
+  }
+  changed_.notify_all();
+  for (const auto& child : children) child->abort(reason);
+}
+
+}  // namespace tensortree::detail

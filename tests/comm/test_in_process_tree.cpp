@@ -1,0 +1,150 @@
+// TensorTree's comm methods (tree_comm) between ranks that are threads, over the node-local
+// shared-memory transport with the in-process backend as its control channel, and over the
+// in-process backend alone. Every element of every leaf is checked (tests/dist/tree_values.hpp).
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "../dist/tree_values.hpp"
+#include "in_process_support.hpp"
+#include "tensortree/dist_ops.hpp"
+#include "tensortree/tree.hpp"
+
+using namespace tensortree;
+using namespace tensortree::test;
+
+namespace {
+
+constexpr std::int64_t kB = 4;
+
+// Nested; two leaves larger than a node-local frame carries inline, the others smaller.
+const std::vector<tensortree::test::LeafDef>& trajectory() {
+  static const std::vector<tensortree::test::LeafDef> defs = {
+      {"obs", DType::UInt8, {kB, 3, 16, 16}},
+      {"action", DType::Int64, {kB}},
+      {"reward", DType::Float32, {kB}},
+      {"next.obs", DType::UInt8, {kB, 3, 16, 16}},
+      {"info.episode.return", DType::Float64, {kB, 300}},
+  };
+  return defs;
+}
+
+// Leaves every reduction sums exactly.
+const std::vector<tensortree::test::LeafDef>& numbers() {
+  static const std::vector<tensortree::test::LeafDef> defs = {
+      {"value", DType::Float64, {kB, 5}},
+      {"count", DType::Int64, {kB}},
+      {"nested.weight", DType::Float32, {kB, 2}},
+  };
+  return defs;
+}
+
+void expect_tree(const TensorTree& tree, int rank, int step, const std::string& what, int me,
+                 const std::vector<tensortree::test::LeafDef>& leaves = trajectory()) {
+  const std::string mismatch = tree_mismatch(tree, leaves, rank, step);
+  expect(mismatch.empty(), what + " on rank " + std::to_string(me) + ": " + mismatch);
+}
+
+void run(HostTransport transport, int size, const std::function<void(const Group&)>& body) {
+  GroupOptions options = quick_options();
+  options.host_transport = transport;
+  run_ranks(size, body, options);
+}
+
+}  // namespace
+
+TEST_CASE("in-process trees travel around a ring with send/recv and isend/irecv, consolidated or per leaf") {
+  const HostTransport transport = GENERATE(HostTransport::Auto, HostTransport::Mpi);
+  const int size = GENERATE(2, 3);
+  run(transport, size, [](const Group& group) {
+    const int me = group.rank();
+    const int right = (me + 1) % group.size();
+    const int left = (me + group.size() - 1) % group.size();
+    int step = 0;
+    for (const TransferMode mode : {TransferMode::Consolidated, TransferMode::PerLeaf}) {
+      for (const bool consolidated_sender : {false, true}) {
+        ++step;
+        const CommOptions options{.tag = 40 + step, .mode = mode};
+        TensorTree outgoing = make_tree(trajectory(), {kB}, me, step);
+        if (consolidated_sender) outgoing = outgoing.consolidate();
+        TensorTree incoming = zeros_tree(trajectory(), {kB});
+        // Every rank waits on its send first: it completes once the right neighbour took the tree.
+        const WorkPtr sent = outgoing.isend(right, group, options);
+        const WorkPtr received = incoming.irecv(left, group, options);
+        sent->wait();
+        received->wait();
+        expect_tree(incoming, left, step, "irecv step " + std::to_string(step), me);
+        expect_tree(outgoing, me, step, "the sent tree", me);
+      }
+    }
+    ++step;
+    if (me == 0) {
+      make_tree(trajectory(), {kB}, me, step).send(1, group, {.tag = 7});
+    } else if (me == 1) {
+      TensorTree incoming = zeros_tree(trajectory(), {kB});
+      incoming.recv(0, group, {.tag = 7});
+      expect_tree(incoming, 0, step, "recv", me);
+    }
+  });
+}
+
+TEST_CASE("in-process init_remote sends a tree to a receiver that knew nothing of it") {
+  const HostTransport transport = GENERATE(HostTransport::Auto, HostTransport::Mpi);
+  run(transport, 2, [](const Group& group) {
+    if (group.rank() == 0) {
+      make_tree(trajectory(), {kB}, 0, 3).init_remote(1, group);
+      return;
+    }
+    expect_tree(TensorTree::from_remote_init(0, group), 0, 3, "from_remote_init", 1);
+  });
+}
+
+TEST_CASE("in-process tree broadcast, all_gather and all_reduce give every rank every element") {
+  const HostTransport transport = GENERATE(HostTransport::Auto, HostTransport::Mpi);
+  const int size = GENERATE(2, 3, 4);
+  run(transport, size, [](const Group& group) {
+    const int me = group.rank();
+    const int root = group.size() - 1;
+    TensorTree broadcast = make_tree(trajectory(), {kB}, me, 5);
+    broadcast.broadcast(root, group);
+    expect_tree(broadcast, root, 5, "broadcast", me);
+
+    const std::vector<TensorTree> all = make_tree(trajectory(), {kB}, me, 6).all_gather(group);
+    expect(static_cast<int>(all.size()) == group.size(), "one tree per rank");
+    for (int r = 0; r < group.size(); ++r) {
+      expect_tree(all[static_cast<std::size_t>(r)], r, 6, "all_gather tree " + std::to_string(r), me);
+    }
+
+    TensorTree summed = make_tree(numbers(), {kB}, me, 7);
+    summed.all_reduce(group);
+    for (std::size_t leaf = 0; leaf < numbers().size(); ++leaf) {
+      const tensortree::test::LeafDef& def = numbers()[leaf];
+      std::int64_t numel = 1;
+      for (const std::int64_t d : def.shape) numel *= d;
+      expect_elements(summed.get(def.path), numel, [&](std::int64_t i) {
+        double total = 0;
+        for (int r = 0; r < group.size(); ++r) total += leaf_value(r, 7, leaf, i);
+        return total;
+      }, std::string("all_reduce leaf ") + def.path, me);
+    }
+  });
+}
+
+TEST_CASE("in-process: a rank in a collective still takes the node-local frames its posted receives wait for") {
+  run(HostTransport::Auto, 2, [](const Group& group) {
+    // Rank 0 waits on its send before the barrier; rank 1 joins the barrier before it waits on its
+    // receive. The send completes only once rank 1 took the tree, which it does inside the barrier.
+    if (group.rank() == 0) {
+      const TensorTree outgoing = make_tree(trajectory(), {kB}, 0, 9).consolidate();
+      outgoing.isend(1, group, {.tag = 9})->wait();
+      dist::barrier(group);
+      return;
+    }
+    TensorTree incoming = zeros_tree(trajectory(), {kB});
+    const WorkPtr received = incoming.irecv(0, group, {.tag = 9});
+    dist::barrier(group);
+    received->wait();
+    expect_tree(incoming, 0, 9, "irecv across a barrier", 1);
+  });
+}
