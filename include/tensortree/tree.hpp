@@ -289,57 +289,36 @@ class TT_API TensorTree {
   void unpack_from(const Storage& buffer, const Schema& schema, int threads = 0) const;
 
   // ---- communication: whole trees as single messages (tree_comm.cpp; wire format in transfer.hpp) --
-  // Ranks are ranks of `group`. CPU trees move over MPI, CUDA trees over NCCL (or MPI through
-  // pinned memory). Every leaf must be on one device. A receiver must hold a tree of the sender's
-  // layout (same keys, batch sizes, dtypes and shapes; insertion order and device may differ) and
-  // gets SchemaMismatch naming both fingerprints otherwise; a failed receive (mismatch, corrupted
-  // header, wrong length) leaves the receiver's leaves untouched.
-  //
-  // A consolidated receiver takes the message without a copy: it arrives in a spare buffer and, once
-  // its header checks out, the spare's memory and the tree's buffer change places, so every tensor
-  // viewing the tree's leaves sees the new values (a raw pointer taken from data_ptr() before the
-  // receive may then point at the spare). A buffer the library did not allocate (adopted memory, a
-  // memory-mapped file) is written in place instead; a receiver that is not consolidated unpacks
-  // the message into its leaves.
+  // Ranks are ranks of `group`; every leaf on one device. The contracts (receivers' layouts, the
+  // buffer swap of a consolidated receiver, what must stay alive) are in the README, "Moving whole
+  // trees". A failed receive (SchemaMismatch, corrupt header, wrong length) leaves the leaves as they were.
   void send(int dst, const Group& group, const CommOptions& options = {}) const;
   // The tree's values must stay unchanged until the Work completes.
   WorkPtr isend(int dst, const Group& group, const CommOptions& options = {}) const;
-  // `src` may be kAnySource (MPI only); returns the group rank that sent.
+  // Into a tree of the sender's layout. `src` may be kAnySource for host trees (NotSupported where a
+  // CUDA transport cannot match any sender). Returns the rank that sent.
   int recv(int src, const Group& group, const CommOptions& options = {});
-  // Several may be in flight at once (on different trees); the tree must stay where it is (not be
-  // destroyed or moved) until the Work completes, and is valid after wait(), and Work::source_rank() names the sender of a kAnySource receive.
+  // The tree must stay where it is until the Work completes; Work::source_rank() names the sender.
   WorkPtr irecv(int src, const Group& group, const CommOptions& options = {});
-
-  // For a receiver that knows nothing of the tree: at most two messages (the schema, then the data
-  // as send() moves it). Afterwards both ends hold the layout (the sender's is cached with its
-  // consolidation plan, the receiver's tree is consolidated), so later send()/recv() carry data
-  // only. (To give every rank of a group the tree, broadcast() into empty trees.)
+  // For a receiver that knows nothing of the tree: the schema, then the data (two messages at most).
   void init_remote(int dst, const Group& group, const CommOptions& options = {}) const;
   static TensorTree from_remote_init(int src, const Group& group, const CommOptions& options = {});
 
-  // Collectives: every rank of the group calls them.
-  // The root's tree reaches every rank: a rank holding a tree of the root's layout receives into it;
-  // a rank holding an empty tree (no entries) gets a new, consolidated one; any other tree is
-  // SchemaMismatch on that rank (after the transfer, so that no rank is left waiting). The root's
-  // tree is not changed. The schema travels only the first time a layout is broadcast on a group.
+  // Collectives: every rank of the group calls them. A receiving tree is either of the sender's
+  // layout (received into) or empty (becomes a new consolidated tree).
   TensorTree& broadcast(int src, const Group& group);
   // One tree per rank, in rank order; the ranks' trees may differ in batch size or layout.
   std::vector<TensorTree> all_gather(const Group& group) const;
   // On `dst`, one tree per rank; elsewhere an empty vector.
   std::vector<TensorTree> gather(int dst, const Group& group) const;
-  // trees[r] (read on `src` only; one per rank, any layouts) reaches rank r, which receives it as
-  // broadcast() does.
+  // trees[r] (read on `src` only; one per rank, any layouts) reaches rank r as broadcast() does.
   TensorTree& scatter(int src, std::span<const TensorTree> trees, const Group& group);
-  // In place, one backend call per dtype bucket of the consolidated layout (after one small round
-  // checking that every rank holds the same layout: SchemaMismatch on every rank otherwise).
-  // reduce leaves the other ranks' trees unchanged.
+  // In place, one call per dtype of the layout; every rank must hold the same layout.
   void reduce(int dst, const Group& group, ReduceOp op = ReduceOp::Sum);
   void all_reduce(const Group& group, ReduceOp op = ReduceOp::Sum);
 
-  // Asynchronous forms, as dist_ops' (the small rounds — announcement, layout check — finish before
-  // they return; only the data round is in flight). A tree written by the operation (the receivers'
-  // of broadcast and scatter, every rank's of the reductions) must stay where it is, neither
-  // destroyed nor moved, until the Work completes; a Pending may be moved but must be kept until then.
+  // Asynchronous forms: only the data round is in flight when they return. A tree the operation
+  // writes must stay where it is, and a Pending be kept, until the Work completes.
   WorkPtr broadcast_async(int src, const Group& group);
   Pending<std::vector<TensorTree>> all_gather_async(const Group& group) const;
   Pending<std::vector<TensorTree>> gather_async(int dst, const Group& group) const;
