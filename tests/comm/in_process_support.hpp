@@ -16,12 +16,11 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/in_process_world.hpp"
+#include "tensor_checks.hpp"
 #include "tensortree/group.hpp"
 #include "tensortree/tensor.hpp"
 
 namespace tensortree::test {
-
-using ValueAt = std::function<double(std::int64_t)>;
 
 // Non-zero, naming the rank and the element: 1000 * (rank + 1) + index + 1 (exact in float32).
 inline double rank_value(int rank, std::int64_t index) { return 1000.0 * (rank + 1) + static_cast<double>(index) + 1; }
@@ -43,20 +42,6 @@ inline void run_ranks(int size, const std::function<void(const Group&)>& body,
   REQUIRE(finished.load() == size);
 }
 
-// A CPU tensor whose element i (C order) holds value(i), as the dtype stores it.
-inline Tensor make_tensor(Shape shape, DType dtype, const ValueAt& value) {
-  Tensor out = Tensor::empty(std::move(shape), {dtype});
-  visit_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_arithmetic_v<T>) {
-      auto* data = out.data<T>();
-      for (std::int64_t i = 0; i < out.numel(); ++i) data[i] = static_cast<T>(value(i));
-    } else {
-      throw std::logic_error("make_tensor covers the arithmetic dtypes only");
-    }
-  });
-  return out;
-}
 
 // Throws, naming `what`, the rank and the element, unless every element i of `actual` equals
 // expected(i) as `actual`'s dtype stores it.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dist_support.hpp"
+#include "tensor_checks.hpp"
 #include "tensortree/dist_context.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/error.hpp"
@@ -93,22 +94,6 @@ void check_gathered(const std::vector<T>& results, const Group& group, int root,
   }
 }
 
-using ValueAt = std::function<double(std::int64_t)>;
-
-// A CPU tensor whose element i (C order) holds value(i).
-inline Tensor make_tensor(Shape shape, DType dtype, const ValueAt& value) {
-  Tensor out = Tensor::empty(std::move(shape), {dtype});
-  visit_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_arithmetic_v<T>) {
-      auto* data = out.data<T>();
-      for (std::int64_t i = 0; i < out.numel(); ++i) data[i] = static_cast<T>(value(i));
-    } else {
-      FAIL("make_tensor covers the arithmetic dtypes only");
-    }
-  });
-  return out;
-}
 
 // `value` as the dtype stores it (float32 rounds, integers truncate).
 inline double as_stored(DType dtype, double value) {
