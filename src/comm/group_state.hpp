@@ -15,7 +15,7 @@
 
 #include "comm/bootstrap.hpp"
 #include "comm/transport_choice.hpp"
-#include "core/abort_signal.hpp"
+#include "comm/abort_signal.hpp"
 #include "tensortree/backend.hpp"
 #include "tensortree/device.hpp"
 #include "tensortree/group.hpp"

@@ -4,7 +4,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/cuda_ipc.hpp"
+#include "cuda/cuda_ipc.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
 #include "tensortree/error.hpp"

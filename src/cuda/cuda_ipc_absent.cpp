@@ -1,5 +1,5 @@
 // CUDA IPC in a build without CUDA: nothing can be exported or opened.
-#include "core/cuda_ipc.hpp"
+#include "cuda/cuda_ipc.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::cuda::ipc {

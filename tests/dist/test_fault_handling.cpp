@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/abandoned_operations.hpp"
+#include "comm/abandoned_operations.hpp"
 #include "ops_test_support.hpp"
 
 using namespace tensortree;

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "comm/bootstrap.hpp"
-#include "core/abort_signal.hpp"
+#include "comm/abort_signal.hpp"
 #include "transport/in_process/in_process_store.hpp"
 #include "transport/in_process/in_process_work.hpp"
 #include "transport/in_process/pair_collectives.hpp"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/abort_signal.hpp"
+#include "comm/abort_signal.hpp"
 #include "transport/in_process/in_process_store.hpp"
 #include "tensortree/backend.hpp"
 #include "tensortree/error.hpp"

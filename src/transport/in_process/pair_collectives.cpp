@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/combine.hpp"
-#include "core/reduction_rules.hpp"
+#include "comm/combine.hpp"
+#include "comm/reduction_rules.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/reduction_rules.hpp"
+#include "comm/reduction_rules.hpp"
 #include "transport/mpi/mpi_argument_check.hpp"
 #include "transport/mpi/mpi_blocks.hpp"
 #include "transport/mpi/mpi_check.hpp"

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "core/abort_signal.hpp"
+#include "comm/abort_signal.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/mpi/mpi_reductions.hpp"
 #include "transport/mpi/mpi_work.hpp"

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "core/abandoned_operations.hpp"
+#include "comm/abandoned_operations.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/mpi/mpi_check.hpp"
 #include "tensortree/error.hpp"
@@ -70,7 +70,7 @@ std::unique_ptr<Bootstrap> MpiBootstrap::split(int color, int key) {
 }
 
 // The rounds work on buffers of their own (they are small), so that a round that times out can
-// leave its request in flight together with those buffers (core/abandoned_operations.hpp) while
+// leave its request in flight together with those buffers (comm/abandoned_operations.hpp) while
 // the caller's memory goes free.
 void MpiBootstrap::wait(MPI_Request request, std::vector<std::shared_ptr<std::vector<std::byte>>> buffers,
                         const char* operation) const {

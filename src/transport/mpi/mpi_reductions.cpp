@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/element_convert.hpp"
-#include "core/reduction_rules.hpp"
+#include "comm/reduction_rules.hpp"
 #include "transport/mpi/mpi_check.hpp"
 #include "transport/mpi/mpi_datatypes.hpp"
 #include "tensortree/error.hpp"
@@ -66,7 +66,7 @@ MPI_User_function* widened_function(DType dtype, ReduceOp op) {
   throw InvalidArgument("no widened reduction for " + std::string(dtype_name(dtype)));
 }
 
-// Bool tensors reduce logically (core/reduction_rules.hpp).
+// Bool tensors reduce logically (comm/reduction_rules.hpp).
 MPI_Op logical_op(ReduceOp op) {
   switch (logical_reduction(op)) {
     case LogicalReduction::Any: return MPI_LOR;

@@ -1,5 +1,5 @@
 // How MPI reduces each dtype with each ReduceOp, following the shared rules of
-// core/reduction_rules.hpp: MPI's predefined operations where MPI knows the element type, logical
+// comm/reduction_rules.hpp: MPI's predefined operations where MPI knows the element type, logical
 // ones for bool, and operations of its own for the 16- and 8-bit floats, which MPI cannot reduce.
 #pragma once
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/abandoned_operations.hpp"
+#include "comm/abandoned_operations.hpp"
 #include "transport/mpi/mpi_check.hpp"
 #include "tensortree/error.hpp"
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/abort_signal.hpp"
+#include "comm/abort_signal.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/mpi/mpi_handles.hpp"
 #include "tensortree/error.hpp"
@@ -41,7 +41,7 @@ class MpiWork final : public Work {
   MpiWork& operator=(const MpiWork&) = delete;
   // Cancels the receives still pending and waits for the rest up to the group's timeout (not at
   // all once a wait timed out or the backend was aborted); what is still in flight after that is
-  // abandoned (core/abandoned_operations.hpp) rather than waited for forever.
+  // abandoned (comm/abandoned_operations.hpp) rather than waited for forever.
   ~MpiWork() override;
 
   void keep(const Tensor& tensor) {

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/reduction_rules.hpp"
+#include "comm/reduction_rules.hpp"
 #include "transport/nccl/nccl_check.hpp"
 #include "tensortree/device.hpp"
 #include "tensortree/error.hpp"

@@ -1,5 +1,5 @@
 // How NCCL reduces each dtype with each ReduceOp, following the shared rules of
-// core/reduction_rules.hpp, plus what NCCL lacks: bitwise operations, a complex product, and
+// comm/reduction_rules.hpp, plus what NCCL lacks: bitwise operations, a complex product, and
 // arithmetic on the element types this NCCL does not know.
 #pragma once
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/abandoned_operations.hpp"
+#include "comm/abandoned_operations.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/nccl/nccl_handles.hpp"
 #include "transport/nccl/nccl_state.hpp"
@@ -29,7 +29,7 @@ class NcclWork final : public Work {
 
   // An operation in flight is waited for up to the group's timeout (not at all once a wait timed
   // out or the communicator was aborted); past that its buffers are abandoned with it, since the
-  // device may still use them (core/abandoned_operations.hpp).
+  // device may still use them (comm/abandoned_operations.hpp).
   ~NcclWork() override {
     if (reached_) return;
     if (!timed_out_ && !state_->aborted()) {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/cuda_api.hpp"
-#include "core/cuda_ipc.hpp"
+#include "cuda/cuda_ipc.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "core/abandoned_operations.hpp"
+#include "comm/abandoned_operations.hpp"
 #include "core/checked_math.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/shm/frame.hpp"

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/abort_signal.hpp"
+#include "comm/abort_signal.hpp"
 #include "transport/shm/imported_regions.hpp"
 #include "transport/shm/outgoing_regions.hpp"
 #include "transport/shm/shareable_memory.hpp"

@@ -1,4 +1,4 @@
-#include "core/combine.hpp"
+#include "comm/combine.hpp"
 
 #include <cmath>
 #include <complex>
@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "core/element_convert.hpp"
-#include "core/reduction_rules.hpp"
+#include "comm/reduction_rules.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {

@@ -1,6 +1,6 @@
 // CUDA IPC through the library's window onto CUDA: device memory and events that another process
-// on the node opens from a 64-byte handle. Implemented in cuda/cuda_ipc.cpp, or by
-// cuda/cuda_ipc_absent.cpp (NotSupported) in a build without CUDA.
+// on the node opens from a 64-byte handle (for transport/shm). Implemented in cuda_ipc.cpp, or by
+// cuda_ipc_absent.cpp (NotSupported) in a build without CUDA.
 #pragma once
 
 #include <array>

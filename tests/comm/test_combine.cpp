@@ -8,8 +8,8 @@
 #include <limits>
 #include <vector>
 
-#include "core/combine.hpp"
-#include "core/reduction_rules.hpp"
+#include "comm/combine.hpp"
+#include "comm/reduction_rules.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/float_types.hpp"
 

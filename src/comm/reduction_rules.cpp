@@ -1,4 +1,4 @@
-#include "core/reduction_rules.hpp"
+#include "comm/reduction_rules.hpp"
 
 #include <cstdint>
 #include <type_traits>

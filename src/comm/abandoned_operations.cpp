@@ -1,4 +1,4 @@
-#include "core/abandoned_operations.hpp"
+#include "comm/abandoned_operations.hpp"
 
 #include <mutex>
 #include <utility>

@@ -1,6 +1,6 @@
 // combine_into: the elementwise step of every reduction a backend computes itself (collectives
 // built over pairs): `accumulated[i] = accumulated[i] (op) incoming[i]`, for every dtype the
-// reduction rules (core/reduction_rules.hpp) allow. AVG combines as SUM; its division is the
+// reduction rules (comm/reduction_rules.hpp) allow. AVG combines as SUM; its division is the
 // caller's last step (divide_in_place), once every rank's values are in.
 #pragma once
 

@@ -5,7 +5,7 @@
 #include <complex>
 #include <cstdint>
 
-#include "core/reduction_rules.hpp"
+#include "comm/reduction_rules.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/float_types.hpp"
 
