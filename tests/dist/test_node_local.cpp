@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -308,6 +309,10 @@ TEST_CASE("node-local: frames a hostile peer makes up fail the receive with a ty
     REQUIRE(unsealed_fd >= 0);
     REQUIRE(::ftruncate(unsealed_fd, kBytes) == 0);
     const auto bytes = static_cast<std::uint64_t>(kBytes);
+    // A streamed region whose progress count claims more than the payload.
+    const detail::ExportedRegion streamed = memory.allocate(detail::kProgressBytes + kBytes);
+    const std::uint64_t overcount = bytes + 1;
+    std::memcpy(streamed.storage->data(), &overcount, sizeof overcount);
     const std::vector<HostileFrame> frames = {
         {"an offset past the region", {detail::FrameKind::Region, bytes, std::uint64_t{1} << 40, 101, region.handle}, true},
         {"an offset whose end passes 2^64",
@@ -319,6 +324,10 @@ TEST_CASE("node-local: frames a hostile peer makes up fail the receive with a ty
          true},
         {"a descriptor that is not open", {detail::FrameKind::Region, bytes, 0, 105, handle_naming(1 << 20, 7)}, true},
         {"a broken checksum", {detail::FrameKind::Region, bytes, 0, 106, region.handle}, false, true},
+        {"a streamed payload over its progress count", {detail::FrameKind::Streamed, bytes, 0, 107, streamed.handle}, true},
+        {"a progress count past the payload",
+         {detail::FrameKind::Streamed, bytes, detail::kProgressBytes, 108, streamed.handle},
+         true},
     };
     Backend& raw = group.transport(group.rank(), Device::cpu());
     for (const HostileFrame& hostile : frames) {
@@ -341,7 +350,8 @@ TEST_CASE("node-local: frames a hostile peer makes up fail the receive with a ty
     dist::send(message_values(1, 0, kBytes / 8), 0, group, {.tag = kTag});
   } else if (me == 0) {
     for (const char* what : {"an offset past the region", "an offset whose end passes 2^64", "another file's inode",
-                             "an unsealed memfd", "a descriptor that is not open", "a broken checksum"}) {
+                             "an unsealed memfd", "a descriptor that is not open", "a broken checksum",
+                             "a streamed payload over its progress count", "a progress count past the payload"}) {
       INFO(what);
       const Tensor into = Tensor::full({kBytes / 8}, -1.0, {DType::Float64});
       try {
@@ -460,6 +470,46 @@ TEST_CASE("node-local: after a burst of large messages, a stream of smaller ones
     INFO("regions the small messages used: " << small_regions.size());
     CHECK(small_regions.size() >= 2);
     CHECK(small_regions.size() <= 3);
+  }
+  barrier();
+}
+
+TEST_CASE("node-local: a streamed payload its sender stops writing fails the receive with a Timeout and a "
+          "refusal, and the group works on",
+          "[node_local][hostile]") {
+  if (world_size() < 2) return;
+  std::vector<int> everyone(static_cast<std::size_t>(context().size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  GroupOptions options = GroupOptions::from_environment();
+  options.host_transport = HostTransport::SharedMemory;
+  options.timeout = std::chrono::milliseconds(300);
+  const Group group = context().new_group(everyone, options);
+  constexpr std::int64_t kBytes = std::int64_t{1} << 20;  // streamed
+  constexpr int kTag = 91;
+  if (group.rank() == 1) {
+    // Half the payload written, then nothing more: a sender that died mid-copy.
+    detail::HostShareableMemory memory;
+    const detail::ExportedRegion region = memory.allocate(detail::kProgressBytes + kBytes);
+    const std::uint64_t half = kBytes / 2;
+    std::memcpy(region.storage->data(), &half, sizeof half);
+    Tensor message = Tensor::zeros({static_cast<std::int64_t>(detail::kFrameHeaderBytes)}, {DType::UInt8});
+    detail::encode_frame({detail::FrameKind::Streamed, static_cast<std::uint64_t>(kBytes), detail::kProgressBytes, 201,
+                          region.handle},
+                         static_cast<std::byte*>(message.data_ptr()));
+    Backend& raw = group.transport(group.rank(), Device::cpu());
+    raw.send(message, 0, kTag)->wait();
+    const Tensor ack = Tensor::zeros({static_cast<std::int64_t>(detail::kAckBytes)}, {DType::UInt8});
+    // The refusal comes once the receiver's wait ran out: later than this group's timeout allows.
+    raw.recv(ack, 0, detail::kAckTag)->wait(std::chrono::seconds(30));
+    const detail::Ack refusal = detail::decode_ack({static_cast<const std::byte*>(ack.data_ptr()), detail::kAckBytes}, 0);
+    CHECK(refusal.token == 201);
+    CHECK_FALSE(refusal.copied);
+    dist::send(message_values(1, 0, kBytes / 8), 0, group, {.tag = kTag});
+  } else if (group.rank() == 0) {
+    const Tensor into = Tensor::zeros({kBytes / 8}, {DType::Float64});
+    CHECK_THROWS_AS(dist::recv(into, 1, group, {.tag = kTag}), Timeout);
+    dist::irecv(into, 1, group, {.tag = kTag})->wait(std::chrono::seconds(30));
+    CHECK(message_mismatch(into, 1, 0) == "");
   }
   barrier();
 }
