@@ -1,6 +1,7 @@
 #include "transport/shm/outgoing_regions.hpp"
 
 #include <chrono>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -44,19 +45,20 @@ OutgoingRegions::~OutgoingRegions() {
 ExportedRegion OutgoingRegions::take(std::size_t nbytes) {
   {
     const std::lock_guard lock(mutex_);
-    // The smallest free region that fits and is not more than twice the need.
+    // The smallest free region that fits and is not more than twice the need; of equal ones the
+    // most recently released, whose lines the caches are likeliest to hold still.
     const auto fits = [&](const ExportedRegion& region) {
       const std::size_t size = region.storage->nbytes();
       return size >= nbytes && size <= 2 * region_size(nbytes);
     };
-    auto best = pool_.end();
-    for (auto it = pool_.begin(); it != pool_.end(); ++it) {
-      if (fits(*it) && (best == pool_.end() || it->storage->nbytes() < best->storage->nbytes())) best = it;
+    auto best = pool_.rend();
+    for (auto it = pool_.rbegin(); it != pool_.rend(); ++it) {
+      if (fits(*it) && (best == pool_.rend() || it->storage->nbytes() < best->storage->nbytes())) best = it;
     }
-    if (best != pool_.end()) {
+    if (best != pool_.rend()) {
       ExportedRegion region = std::move(*best);
       pooled_bytes_ -= region.storage->nbytes();
-      pool_.erase(best);
+      pool_.erase(std::next(best).base());
       return region;
     }
   }
