@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -308,6 +309,10 @@ TEST_CASE("node-local: frames a hostile peer makes up fail the receive with a ty
     REQUIRE(unsealed_fd >= 0);
     REQUIRE(::ftruncate(unsealed_fd, kBytes) == 0);
     const auto bytes = static_cast<std::uint64_t>(kBytes);
+    // A streamed region whose progress count claims more than the payload.
+    const detail::ExportedRegion streamed = memory.allocate(detail::kProgressBytes + kBytes);
+    const std::uint64_t overcount = bytes + 1;
+    std::memcpy(streamed.storage->data(), &overcount, sizeof overcount);
     const std::vector<HostileFrame> frames = {
         {"an offset past the region", {detail::FrameKind::Region, bytes, std::uint64_t{1} << 40, 101, region.handle}, true},
         {"an offset whose end passes 2^64",
@@ -319,6 +324,10 @@ TEST_CASE("node-local: frames a hostile peer makes up fail the receive with a ty
          true},
         {"a descriptor that is not open", {detail::FrameKind::Region, bytes, 0, 105, handle_naming(1 << 20, 7)}, true},
         {"a broken checksum", {detail::FrameKind::Region, bytes, 0, 106, region.handle}, false, true},
+        {"a streamed payload over its progress count", {detail::FrameKind::Streamed, bytes, 0, 107, streamed.handle}, true},
+        {"a progress count past the payload",
+         {detail::FrameKind::Streamed, bytes, detail::kProgressBytes, 108, streamed.handle},
+         true},
     };
     Backend& raw = group.transport(group.rank(), Device::cpu());
     for (const HostileFrame& hostile : frames) {
@@ -341,7 +350,8 @@ TEST_CASE("node-local: frames a hostile peer makes up fail the receive with a ty
     dist::send(message_values(1, 0, kBytes / 8), 0, group, {.tag = kTag});
   } else if (me == 0) {
     for (const char* what : {"an offset past the region", "an offset whose end passes 2^64", "another file's inode",
-                             "an unsealed memfd", "a descriptor that is not open", "a broken checksum"}) {
+                             "an unsealed memfd", "a descriptor that is not open", "a broken checksum",
+                             "a streamed payload over its progress count", "a progress count past the payload"}) {
       INFO(what);
       const Tensor into = Tensor::full({kBytes / 8}, -1.0, {DType::Float64});
       try {
@@ -387,6 +397,119 @@ TEST_CASE("node-local: regions are memfds, named nowhere in the file system", "[
     for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
       CHECK(entry.path().filename().string().find("tensortree") == std::string::npos);
     }
+  }
+  barrier();
+}
+
+namespace {
+
+// The inodes of the memfds this process holds open.
+std::set<std::uint64_t> open_memfd_inodes() {
+  std::set<std::uint64_t> inodes;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ignored;
+    const std::string target = std::filesystem::read_symlink(entry.path(), ignored).string();
+    struct stat info {};
+    if (target.starts_with("/memfd:tensortree") && ::stat(entry.path().c_str(), &info) == 0) inodes.insert(info.st_ino);
+  }
+  return inodes;
+}
+
+// `count` messages of `length` float64 from rank 0 to rank 1, all posted before rank 1 receives
+// (each copy in a region of its own: their sends complete at once, within the allowance); rank 1
+// checks every element. Returns the memfds rank 0
+// held open while its sends were posted.
+std::set<std::uint64_t> send_burst(const Group& group, int count, std::int64_t length, int round) {
+  std::set<std::uint64_t> held;
+  if (group.rank() == 0) {
+    std::vector<WorkPtr> sends;
+    for (int index = 0; index < count; ++index) {
+      sends.push_back(dist::isend(message_values(0, round * 100 + index, length), 1, group, {.tag = 96}));
+    }
+    held = open_memfd_inodes();
+    dist::barrier(group);
+    for (const WorkPtr& send : sends) send->wait();
+  } else {
+    dist::barrier(group);
+  }
+  if (group.rank() == 1) {
+    for (int index = 0; index < count; ++index) {
+      const Tensor into = Tensor::zeros({length}, {DType::Float64});
+      dist::recv(into, 0, group, {.tag = 96});
+      INFO("round " << round << ", message " << index);
+      CHECK(message_mismatch(into, 0, round * 100 + index) == "");
+    }
+  }
+  dist::barrier(group);  // every acknowledgement of the burst is sent before the next one
+  return held;
+}
+
+}  // namespace
+
+TEST_CASE("node-local: after a burst of large messages, a stream of smaller ones reuses its pooled regions rather "
+          "than allocating new ones",
+          "[node_local]") {
+  if (world_size() < 2) return;
+  const Group group = shared_memory_group();
+  // Four copies of 63 MiB fill the pool's 256 MiB nearly alone; two of 4 MiB in flight at once
+  // need room for both next to them.
+  constexpr std::int64_t kLarge = (std::int64_t{63} << 20) / 8;
+  constexpr std::int64_t kSmall = (std::int64_t{4} << 20) / 8;
+  std::set<std::uint64_t> earlier = open_memfd_inodes();
+  earlier.merge(send_burst(group, 4, kLarge, 0));
+  std::set<std::uint64_t> small_regions;
+  constexpr int kRounds = 8;
+  for (int round = 1; round <= kRounds; ++round) {
+    for (const std::uint64_t inode : send_burst(group, 2, kSmall, round)) {
+      if (!earlier.contains(inode)) small_regions.insert(inode);
+    }
+  }
+  if (group.rank() == 0) {
+    // Two regions serve every round (a third where an acknowledgement came late). A pool that let
+    // the large regions crowd out the small ones allocated one more in every round.
+    INFO("regions the small messages used: " << small_regions.size());
+    CHECK(small_regions.size() >= 2);
+    CHECK(small_regions.size() <= 3);
+  }
+  barrier();
+}
+
+TEST_CASE("node-local: a streamed payload its sender stops writing fails the receive with a Timeout and a "
+          "refusal, and the group works on",
+          "[node_local][hostile]") {
+  if (world_size() < 2) return;
+  std::vector<int> everyone(static_cast<std::size_t>(context().size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  GroupOptions options = GroupOptions::from_environment();
+  options.host_transport = HostTransport::SharedMemory;
+  options.timeout = std::chrono::milliseconds(300);
+  const Group group = context().new_group(everyone, options);
+  constexpr std::int64_t kBytes = std::int64_t{1} << 20;  // streamed
+  constexpr int kTag = 91;
+  if (group.rank() == 1) {
+    // Half the payload written, then nothing more: a sender that died mid-copy.
+    detail::HostShareableMemory memory;
+    const detail::ExportedRegion region = memory.allocate(detail::kProgressBytes + kBytes);
+    const std::uint64_t half = kBytes / 2;
+    std::memcpy(region.storage->data(), &half, sizeof half);
+    Tensor message = Tensor::zeros({static_cast<std::int64_t>(detail::kFrameHeaderBytes)}, {DType::UInt8});
+    detail::encode_frame({detail::FrameKind::Streamed, static_cast<std::uint64_t>(kBytes), detail::kProgressBytes, 201,
+                          region.handle},
+                         static_cast<std::byte*>(message.data_ptr()));
+    Backend& raw = group.transport(group.rank(), Device::cpu());
+    raw.send(message, 0, kTag)->wait();
+    const Tensor ack = Tensor::zeros({static_cast<std::int64_t>(detail::kAckBytes)}, {DType::UInt8});
+    // The refusal comes once the receiver's wait ran out: later than this group's timeout allows.
+    raw.recv(ack, 0, detail::kAckTag)->wait(std::chrono::seconds(30));
+    const detail::Ack refusal = detail::decode_ack({static_cast<const std::byte*>(ack.data_ptr()), detail::kAckBytes}, 0);
+    CHECK(refusal.token == 201);
+    CHECK_FALSE(refusal.copied);
+    dist::send(message_values(1, 0, kBytes / 8), 0, group, {.tag = kTag});
+  } else if (group.rank() == 0) {
+    const Tensor into = Tensor::zeros({kBytes / 8}, {DType::Float64});
+    CHECK_THROWS_AS(dist::recv(into, 1, group, {.tag = kTag}), Timeout);
+    dist::irecv(into, 1, group, {.tag = kTag})->wait(std::chrono::seconds(30));
+    CHECK(message_mismatch(into, 1, 0) == "");
   }
   barrier();
 }

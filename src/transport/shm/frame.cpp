@@ -62,7 +62,7 @@ Frame decode_frame_header(std::span<const std::byte> message, int sender) {
   }
   Frame frame;
   const auto kind = get<std::uint8_t>(header + kKindAt);
-  if (kind != static_cast<std::uint8_t>(FrameKind::Inline) && kind != static_cast<std::uint8_t>(FrameKind::Region)) {
+  if (kind < static_cast<std::uint8_t>(FrameKind::Inline) || kind > static_cast<std::uint8_t>(FrameKind::Streamed)) {
     corrupt(sender, "frame kind " + std::to_string(kind));
   }
   frame.kind = static_cast<FrameKind>(kind);
@@ -79,7 +79,7 @@ Frame decode_frame(std::span<const std::byte> message, int sender) {
   if (frame.kind == FrameKind::Inline && frame.length != follows) {
     corrupt(sender, "an inline length of " + std::to_string(frame.length) + " bytes over " + std::to_string(follows));
   }
-  if (frame.kind == FrameKind::Region && follows != 0) corrupt(sender, "bytes after a region frame");
+  if (in_region(frame.kind) && follows != 0) corrupt(sender, "bytes after a region frame");
   return frame;
 }
 

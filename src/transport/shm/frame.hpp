@@ -12,14 +12,21 @@
 
 namespace tensortree::detail {
 
-enum class FrameKind : std::uint8_t { Inline = 1, Region = 2 };
+// Streamed: a Region frame sent before the payload is all in the region; the sender writes it in
+// chunks and counts the bytes written in the region's progress word, so that the receiver copies
+// each chunk out while the next one goes in (a large payload is then read while it is still in
+// the caches, as MPI's pipelined fragments are, instead of written whole and then read whole).
+enum class FrameKind : std::uint8_t { Inline = 1, Region = 2, Streamed = 3 };
+
+// Whether a frame names memory in the sender's region (and so waits for an acknowledgement).
+inline bool in_region(FrameKind kind) { return kind != FrameKind::Inline; }
 
 struct Frame {
   FrameKind kind = FrameKind::Inline;
   std::uint64_t length = 0;  // payload bytes
-  std::uint64_t offset = 0;  // Region: where the payload starts in the region
-  std::uint64_t token = 0;   // Region: echoed in the acknowledgement
-  RegionHandle handle{};     // Region: how to open the region
+  std::uint64_t offset = 0;  // Region, Streamed: where the payload starts in the region
+  std::uint64_t token = 0;   // Region, Streamed: echoed in the acknowledgement
+  RegionHandle handle{};     // Region, Streamed: how to open the region
 };
 
 // Fixed part of every frame; an Inline frame's payload follows it.

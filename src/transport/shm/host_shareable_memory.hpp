@@ -17,6 +17,12 @@ class HostShareableMemory final : public ShareableMemory {
   void publish(const ExportedRegion&) override {}
   std::shared_ptr<ImportedRegion> open(const RegionHandle& handle, std::uint64_t nbytes) override;
   void copy_out(const ImportedRegion& region, std::uint64_t offset, const Tensor& destination) override;
+  bool streams() const override { return true; }
+  void start_stream(const ExportedRegion& region) override;
+  void copy_in_streamed(const Tensor& source, const ExportedRegion& region, std::size_t chunk) override;
+  std::uint64_t streamed_bytes(const ImportedRegion& region) override;
+  void copy_out_part(const ImportedRegion& region, std::uint64_t offset, const Tensor& destination,
+                     std::uint64_t begin, std::uint64_t end) override;
 };
 
 }  // namespace tensortree::detail

@@ -61,7 +61,11 @@ struct NodeLocalBackend::State {
                           " reaches past 2^64 bytes (offset " + std::to_string(frame.offset) + ")");
       }
       const std::shared_ptr<ImportedRegion> region = imported.open(peer, frame.handle, *end);
-      memory->copy_out(*region, frame.offset, destination);
+      if (frame.kind == FrameKind::Streamed) {
+        copy_streamed(peer, *region, frame, destination);
+      } else {
+        memory->copy_out(*region, frame.offset, destination);
+      }
     } catch (const CorruptData& error) {
       acknowledge(peer, frame.token, false);
       throw CorruptData("node-local transport: rank " + std::to_string(peer) + " sent a frame naming memory this rank refuses: " + error.what());
@@ -73,6 +77,32 @@ struct NodeLocalBackend::State {
       throw;
     }
     acknowledge(peer, frame.token, true);
+  }
+
+  // A Streamed frame's payload, copied out piece by piece as the sender writes it. The sender
+  // writes without waiting for anything, so the wait ends unless it died (a Timeout, as for any
+  // transfer from a dead peer).
+  void copy_streamed(int peer, ImportedRegion& region, const Frame& frame, const Tensor& destination) {
+    if (!memory->streams() || frame.offset < kProgressBytes) {
+      throw CorruptData("a streamed payload at offset " + std::to_string(frame.offset) +
+                        (memory->streams() ? ", over its region's progress count" : " in memory that is not streamed"));
+    }
+    std::uint64_t copied = 0;
+    while (copied < frame.length) {
+      std::uint64_t written = memory->streamed_bytes(region);
+      if (written == copied) {
+        wait_for("recv from rank " + std::to_string(peer) + " (waiting for it to write its payload)", [&] {
+          written = memory->streamed_bytes(region);
+          return written != copied;
+        });
+      }
+      if (written < copied || written > frame.length) {
+        throw CorruptData("a progress count of " + std::to_string(written) + " bytes after " + std::to_string(copied) +
+                          ", of a payload of " + std::to_string(frame.length));
+      }
+      memory->copy_out_part(region, frame.offset, destination, copied, written);
+      copied = written;
+    }
   }
 
   // "rank 1 received 7 elements from rank 0 (tag 77) into a tensor of 9 elements", as MPI says it.
@@ -102,7 +132,7 @@ struct NodeLocalBackend::State {
     const auto* first = static_cast<const std::byte*>(message.data_ptr());
     const Frame frame = decode_frame({first, message.nbytes()}, peer);
     if (frame.length != destination.nbytes()) {
-      if (frame.kind == FrameKind::Region) acknowledge(peer, frame.token, false);
+      if (in_region(frame.kind)) acknowledge(peer, frame.token, false);
       throw InvalidArgument(wrong_length(peer, tag, frame.length, destination));
     }
     if (frame.kind == FrameKind::Inline) {
@@ -123,7 +153,7 @@ struct NodeLocalBackend::State {
     } catch (const Error&) {
       return;  // not even a header arrived: MPI's error stands
     }
-    if (frame->kind == FrameKind::Region) acknowledge(peer, frame->token, false);
+    if (in_region(frame->kind)) acknowledge(peer, frame->token, false);
     if (frame->length != destination.nbytes()) throw InvalidArgument(wrong_length(peer, tag, frame->length, destination));
   }
 
@@ -347,13 +377,21 @@ WorkPtr NodeLocalBackend::send(const Tensor& tensor, int dst, int tag) {
   // rendezvous sends do, so a sender that waits on its sends holds no more than the allowance.
   const bool eager = state.outgoing.within_allowance(dst, nbytes, state.options.max_pending,
                                                      state.options.max_pending_bytes);
-  ExportedRegion region = state.outgoing.take(nbytes);
-  state.memory->copy_in(tensor, region);
-  const RegionHandle handle = region.handle;
+  // A large payload is streamed: its frame goes first, so that the receiver copies each piece out
+  // while this rank copies the next one in.
+  const std::size_t chunk = state.options.stream_chunk_bytes;
+  const bool streamed = chunk > 0 && state.memory->streams() && nbytes > chunk;
+  ExportedRegion region = state.outgoing.take(streamed ? kProgressBytes + nbytes : nbytes);
+  const ExportedRegion target = region;
+  if (!streamed) state.memory->copy_in(tensor, region);
   const std::uint64_t token = state.outgoing.expect_ack(
       dst, std::move(region), eager ? OutgoingRegions::Held::Copy : OutgoingRegions::Held::AwaitedCopy);
-  encode_frame({FrameKind::Region, nbytes, 0, token, handle}, header_of(message));
+  const Frame frame = streamed ? Frame{FrameKind::Streamed, nbytes, kProgressBytes, token, target.handle}
+                               : Frame{FrameKind::Region, nbytes, 0, token, target.handle};
+  encode_frame(frame, header_of(message));
+  if (streamed) state.memory->start_stream(target);  // a pooled region still counts its last payload
   WorkPtr frame_sent = control_->send(message, dst, tag);
+  if (streamed) state.memory->copy_in_streamed(tensor, target, chunk);
   if (eager) return frame_sent;
   return std::make_shared<AwaitAck>(state_, dst, token, std::move(frame_sent), Tensor());
 }
@@ -409,7 +447,7 @@ ReceivedMessage NodeLocalBackend::recv_message(int src, int tag) {
   if (!is_local(received.source)) return received;
   const auto* first = static_cast<const std::byte*>(received.bytes.data_ptr());
   const Frame frame = decode_frame({first, received.bytes.nbytes()}, received.source);
-  if (frame.kind == FrameKind::Region && frame.length > state.options.max_message_bytes) {
+  if (in_region(frame.kind) && frame.length > state.options.max_message_bytes) {
     state.acknowledge(received.source, frame.token, false);
     throw CorruptData("recv_message: rank " + std::to_string(received.source) + " sent a message of " +
                       std::to_string(frame.length) + " bytes, more than this rank's limit of " +

@@ -6,7 +6,8 @@
 // memory again.
 // - A payload already in this transport's memory (a tree packed into allocate_message_buffer's
 //   memory) is sent as it is, and the send completes when the receiver has copied it.
-// - Any other payload is copied into a pooled region first, and the send completes when the frame
+// - Any other payload is copied into a pooled region first (a large one streamed: the frame goes
+//   first and the receiver copies each piece out as soon as it is in), and the send completes when the frame
 //   is out (like MPI's eager sends) while fewer than `max_pending` such copies (holding less than
 //   `max_pending_bytes`) wait for the peer's acknowledgement; beyond that, the send is posted all
 //   the same but completes when acknowledged (like MPI's rendezvous sends). Posting never waits.
@@ -34,6 +35,9 @@ struct NodeLocalOptions {
   std::chrono::milliseconds timeout = std::chrono::minutes(10);  // the group's: bounds every wait
   std::uint64_t max_message_bytes = std::uint64_t{1} << 30;      // the group's: bounds recv_message
   std::size_t inline_bytes = std::size_t{8} << 10;               // payloads up to this travel in the frame
+  // Copies of payloads larger than this are streamed in pieces of this size (0: never): the
+  // receiver copies a piece out while the next goes in.
+  std::size_t stream_chunk_bytes = std::size_t{128} << 10;
   // Copies per peer whose sends complete before the acknowledgement, in number and in bytes.
   // Four keep the sender's copy and the receiver's overlapping; more cycle more memory through the
   // caches for nothing (a stream of 4 MiB trees moved at 230 us each with 4, 265-520 us with 16).

@@ -1,6 +1,7 @@
 #include "transport/shm/outgoing_regions.hpp"
 
 #include <chrono>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -27,7 +28,9 @@ OutgoingRegions::OutgoingRegions(ShareableMemory& memory, Backend& control, int 
       control_(control),
       max_pooled_(max_pooled),
       max_pooled_bytes_(max_pooled_bytes),
-      peers_(static_cast<std::size_t>(peers)) {}
+      peers_(static_cast<std::size_t>(peers)) {
+  pool_.reserve(max_pooled_ + 1);
+}
 
 OutgoingRegions::~OutgoingRegions() {
   // Acknowledgements come within microseconds of the receive; a peer that never sends one (it died,
@@ -42,12 +45,20 @@ OutgoingRegions::~OutgoingRegions() {
 ExportedRegion OutgoingRegions::take(std::size_t nbytes) {
   {
     const std::lock_guard lock(mutex_);
-    // The smallest free region that fits and is not more than twice the need.
-    const auto fit = pool_.lower_bound(nbytes);
-    if (fit != pool_.end() && fit->first <= 2 * region_size(nbytes)) {
-      ExportedRegion region = std::move(fit->second);
-      pooled_bytes_ -= fit->first;
-      pool_.erase(fit);
+    // The smallest free region that fits and is not more than twice the need; of equal ones the
+    // most recently released, whose lines the caches are likeliest to hold still.
+    const auto fits = [&](const ExportedRegion& region) {
+      const std::size_t size = region.storage->nbytes();
+      return size >= nbytes && size <= 2 * region_size(nbytes);
+    };
+    auto best = pool_.rend();
+    for (auto it = pool_.rbegin(); it != pool_.rend(); ++it) {
+      if (fits(*it) && (best == pool_.rend() || it->storage->nbytes() < best->storage->nbytes())) best = it;
+    }
+    if (best != pool_.rend()) {
+      ExportedRegion region = std::move(*best);
+      pooled_bytes_ -= region.storage->nbytes();
+      pool_.erase(std::next(best).base());
       return region;
     }
   }
@@ -94,18 +105,24 @@ void OutgoingRegions::collect_locked(int peer) {
   }
 }
 
-// Back to the pool, making room by dropping the smallest free regions (a larger one serves more).
+// Back to the pool, making room by dropping the least recently released regions: those are the
+// ones the current traffic does not use. (Dropping the smallest instead kept the large regions of
+// an earlier burst, which a smaller transfer may not take, and evicted each new small one at once:
+// every later transfer then paid for a fresh memfd, its page faults and the receiver's mapping.)
 void OutgoingRegions::release_locked(Peer& peer, Pending& pending) {
   const std::size_t nbytes = pending.region.storage->nbytes();
   peer.pending_copies -= 1;
   peer.pending_bytes -= nbytes;
-  if (nbytes > max_pooled_bytes_) return;
-  while (!pool_.empty() && (pool_.size() >= max_pooled_ || pooled_bytes_ + nbytes > max_pooled_bytes_)) {
-    pooled_bytes_ -= pool_.begin()->first;
-    pool_.erase(pool_.begin());
+  if (nbytes > max_pooled_bytes_ || max_pooled_ == 0) return;
+  std::size_t dropped = 0;
+  while (dropped < pool_.size() &&
+         (pool_.size() - dropped >= max_pooled_ || pooled_bytes_ + nbytes > max_pooled_bytes_)) {
+    pooled_bytes_ -= pool_[dropped].storage->nbytes();
+    ++dropped;
   }
+  pool_.erase(pool_.begin(), pool_.begin() + static_cast<std::ptrdiff_t>(dropped));
   pooled_bytes_ += nbytes;
-  pool_.emplace(nbytes, std::move(pending.region));
+  pool_.push_back(std::move(pending.region));
 }
 
 bool OutgoingRegions::acknowledged(int peer, std::uint64_t token) {

@@ -20,7 +20,7 @@ namespace tensortree::detail {
 class OutgoingRegions {
  public:
   // `control` carries the acknowledgements (kAckTag); free regions are kept up to `max_pooled` of
-  // them and `max_pooled_bytes` together.
+  // them and `max_pooled_bytes` together, the least recently used going first.
   OutgoingRegions(ShareableMemory& memory, Backend& control, int peers, std::size_t max_pooled,
                   std::size_t max_pooled_bytes);
   OutgoingRegions(const OutgoingRegions&) = delete;
@@ -79,7 +79,8 @@ class OutgoingRegions {
   std::size_t pooled_bytes_ = 0;
   std::mutex mutex_;
   std::vector<Peer> peers_;
-  std::multimap<std::size_t, ExportedRegion> pool_;
+  // Free regions, the least recently released first (reserved: releasing allocates nothing).
+  std::vector<ExportedRegion> pool_;
   std::uint64_t next_token_ = 1;
 };
 

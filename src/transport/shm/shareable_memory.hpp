@@ -31,6 +31,10 @@ struct ExportedRegion {
   explicit operator bool() const { return storage != nullptr; }
 };
 
+// A region streamed into (FrameKind::Streamed) starts with this many bytes holding the count of
+// payload bytes written so far; the payload follows, on a cache line of its own.
+inline constexpr std::size_t kProgressBytes = 64;
+
 // A peer's region, opened here.
 class ImportedRegion {
  public:
@@ -63,6 +67,19 @@ class ShareableMemory {
   // Copies destination.nbytes() bytes from `offset` of `region` into `destination` (contiguous, on
   // device()); done on return, so the peer may write the region again.
   virtual void copy_out(const ImportedRegion& region, std::uint64_t offset, const Tensor& destination) = 0;
+
+  // Streaming, where this memory supports it (host memory; the others throw NotSupported).
+  virtual bool streams() const { return false; }
+  // Sets `region`'s progress count to 0, before a peer learns of the stream.
+  virtual void start_stream(const ExportedRegion& region);
+  // Copies `source` (contiguous) to kProgressBytes into `region` in pieces of `chunk` bytes, and
+  // after each piece publishes how many bytes are in place.
+  virtual void copy_in_streamed(const Tensor& source, const ExportedRegion& region, std::size_t chunk);
+  // The count a peer published last in `region` (peer bytes: the caller checks them).
+  virtual std::uint64_t streamed_bytes(const ImportedRegion& region);
+  // Copies payload bytes [begin, end) from `offset` of `region` to the same bytes of `destination`.
+  virtual void copy_out_part(const ImportedRegion& region, std::uint64_t offset, const Tensor& destination,
+                             std::uint64_t begin, std::uint64_t end);
 };
 
 }  // namespace tensortree::detail
