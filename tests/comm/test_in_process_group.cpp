@@ -75,9 +75,10 @@ TEST_CASE("HostTransport::Mpi serves an in-process group with the in-process bac
     for (int peer = 0; peer < group.size(); ++peer) {
       names[group.rank()].push_back(std::string(group.transport(peer, Device::cpu()).name()));
     }
-    names[group.rank()].push_back(std::string(group.backend(Device::cpu()).name()));
+    names[group.rank()].push_back(std::string(group.collectives(Device::cpu()).name()));
+    names[group.rank()].push_back(std::string(group.any_source_transport(Device::cpu()).name()));
   }, with_host_transport(HostTransport::Mpi));
-  for (int rank = 0; rank < 3; ++rank) CHECK(names[rank] == std::vector<std::string>(4, "in-process"));
+  for (int rank = 0; rank < 3; ++rank) CHECK(names[rank] == std::vector<std::string>(5, "in-process"));
 }
 
 TEST_CASE("point to point between threads keeps each sender's messages in order on a tag, over either transport") {

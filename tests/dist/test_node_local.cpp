@@ -320,7 +320,7 @@ TEST_CASE("node-local: frames a hostile peer makes up fail the receive with a ty
         {"a descriptor that is not open", {detail::FrameKind::Region, bytes, 0, 105, handle_naming(1 << 20, 7)}, true},
         {"a broken checksum", {detail::FrameKind::Region, bytes, 0, 106, region.handle}, false, true},
     };
-    Backend& raw = group.transport(group.rank(), Device::cpu());
+    PeerTransport& raw = group.transport(group.rank(), Device::cpu());
     for (const HostileFrame& hostile : frames) {
       INFO(hostile.what);
       Tensor message = Tensor::zeros({static_cast<std::int64_t>(detail::kFrameHeaderBytes)}, {DType::UInt8});
