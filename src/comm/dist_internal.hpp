@@ -25,7 +25,7 @@ namespace tensortree::dist::detail {
 // The first reason `tensors` is not one tensor per rank of a single shape, dtype and device; empty
 // when there is none. scatter sends it to its receivers instead of throwing at once.
 std::string per_rank_list_problem(std::span<const Tensor> tensors, std::string_view name, const Group& group);
-// This process is a member of `group` (the backends exist only for members).
+// This process is a member of `group` (the transports exist only for members).
 void check_member(const Group& group, std::string_view op);
 
 // The transport serving `peer` (Group::transport), or for kAnySource the one that takes receives
@@ -83,7 +83,7 @@ std::vector<Tensor> allocate_blocks(std::span<const TensorHeader> headers, Devic
 
 // ---- the announcement round --------------------------------------------------------------------------
 // The root's `words` (this rank's are ignored elsewhere; same length on every rank) reach every rank
-// in one small broadcast on the CPU backend: what the root tells before data moves (its verdict on
+// in one small broadcast on the CPU collectives: what the root tells before data moves (its verdict on
 // its arguments, sizes, shapes, layouts). Returns what the root sent.
 std::vector<std::int64_t> announce_words(std::span<const std::int64_t> words, int root, const Group& group);
 

@@ -1,8 +1,8 @@
-// GroupState: what the copies of one Group share, for any backend. A member's state owns the
-// bootstrap, the transport table (the collectives and the transport of each peer on each device, filled on first
-// use by a factory of the transports this build has), the group's options, and attachments: state
-// that layers above keep per group (layout registries, spare buffers), created on first use and
-// dropped with the group. A non-member knows only who the members are.
+// GroupState: what the copies of one Group share, for any transport. A member's state owns the
+// bootstrap, the transport table (on each device, the collectives and the transport of each peer,
+// filled on first use by a factory of the transports this build has), the group's options, and
+// attachments: state that layers above keep per group (layout registries, spare buffers), created
+// on first use and dropped with the group. A non-member knows only who the members are.
 #pragma once
 
 #include <map>
@@ -31,13 +31,13 @@ struct DeviceTransports {
   std::shared_ptr<Collectives> collectives;
   // Point-to-point traffic with each peer, by group rank (the own rank's entry included).
   std::vector<std::shared_ptr<PeerTransport>> peers;
-  // Takes a receive from kAnySource. No transport sees every member's messages by itself; this one
-  // matches them all only because every other peer's transport posts on the same communicator it
-  // receives on: the shared-memory transport's frames and MPI's plain messages both travel on the
-  // group's MPI communicator (or in-process mailboxes), so it matches either, in arrival order. Where
-  // that does not hold (CUDA peers served by staging as well as CUDA IPC, NCCL) its recv says
-  // NotSupported. Also where the group allocates buffers it sends trees from
-  // (allocate_message_buffer): the shared-memory transport where there is one.
+  // Takes a receive from kAnySource. Where one engine serves every peer, it sees every member's
+  // messages. Otherwise no transport does by itself: the shared-memory transport matches them all
+  // only because they travel on one communicator (its frames and the plain MPI messages of peers
+  // off the node both go on the group's MPI communicator, or in-process mailboxes) and it tells
+  // them apart as they arrive. Where that does not hold (CUDA IPC next to staged chunks; NCCL,
+  // which has no such receive) its recv says NotSupported. The group also allocates the buffers it
+  // sends trees from here (allocate_message_buffer): in shared memory where there is one.
   std::shared_ptr<PeerTransport> any_source;
 };
 

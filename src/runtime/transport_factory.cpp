@@ -33,8 +33,8 @@ DeviceTransports everyone(const std::shared_ptr<Engine>& engine, int size) {
   return {engine, std::vector<std::shared_ptr<PeerTransport>>(static_cast<std::size_t>(size), engine), engine};
 }
 
-// The host backend of the bootstrap's kind: MPI's communicator, or the mailboxes of an in-process
-// group (HostTransport::Mpi then means this backend: the one that serves members without shared memory).
+// The host engine of the bootstrap's kind: MPI's communicator, or the mailboxes of an in-process
+// group (HostTransport::Mpi then means this engine: the one that serves members without shared memory).
 std::shared_ptr<Engine> host_transport(GroupState& group) {
   if (is_in_process(group.bootstrap())) {
     return make_in_process_backend(group.bootstrap(), group.options().timeout, group.options().max_message_bytes);

@@ -76,7 +76,7 @@ class NodeLocalBackend final : public PeerTransport {
 
  private:
   bool is_local(int peer) const;
-  // InvalidArgument unless `peer` is served here (node-local, or kAnySource where `any` allows).
+  // InvalidArgument unless `peer` is served here (node-local, or kAnySource).
   void require_local(int peer, const char* operation) const;
 
   std::shared_ptr<State> state_;
