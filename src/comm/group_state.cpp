@@ -69,7 +69,8 @@ void GroupState::require_member() const {
 void GroupState::abort(const std::string& reason) {
   aborted_.raise(reason);
   const std::lock_guard lock(transports_mutex_);
-  // An engine is often both a table's collectives and its peers' transport: told once.
+  // A transport that serves several peers is told once; an engine told again through the group's
+  // collectives keeps the first reason (every abort ignores the calls after the first).
   std::set<const void*> told;
   for (auto& [device, table] : transports_) {
     if (told.insert(dynamic_cast<const void*>(table.collectives.get())).second) table.collectives->abort(reason);
