@@ -297,7 +297,7 @@ void demo_send_recv_object(const Demo& demo, const RankStamp& mine, const RankSt
 int run_all_ops(const DistributedContext& context, Device device, const RankLog& log) {
   Checker check(log);
   const Demo demo{context.world(), device, context.rank(), context.size(), log, check};
-  log.info("Initialized with backend: " + std::string(demo.world.backend(device).name()) +
+  log.info("Initialized with backend: " + std::string(demo.world.collectives(device).name()) +
            ", device: " + device.str());
   const RankStamp mine{demo.rank, wall_clock()};
 

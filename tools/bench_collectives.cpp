@@ -432,10 +432,11 @@ std::int64_t run_benchmark(const DistributedContext& context, const Options& opt
   if (bench.rank != 0) return totals.wrong;
   if (!options.csv) {
     std::printf("# bench_collectives %s: %d ranks, backend %s, device %s, warmup %d, iters %d, check %d\n",
-                options.op.c_str(), bench.ranks, std::string(bench.group.backend(device).name()).c_str(),
+                options.op.c_str(), bench.ranks, std::string(bench.group.collectives(device).name()).c_str(),
                 device.str().c_str(), options.warmup, options.iters, options.check);
     if (options.staged_vs_host) {
-      std::printf("# host rows: backend %s, device cpu\n", std::string(on_host.group.backend(Device::cpu()).name()).c_str());
+      const std::string host_name(on_host.group.collectives(Device::cpu()).name());
+      std::printf("# host rows: backend %s, device cpu\n", host_name.c_str());
     }
   }
   table.print();

@@ -2,9 +2,9 @@
 // learner batch, and every --broadcast-every batches broadcasts the parameters to the actors.
 //
 // Receives go into a pool of consolidated trees shaped like the actors' first trajectory, so each
-// arrives as one message straight into its buffer. Where the backend can receive from any source
-// (capabilities().any_source), irecv(kAnySource) takes whichever actor sent first and the Work's
-// source_rank() names it; elsewhere (NCCL) the learner keeps receives posted to every actor.
+// arrives as one message straight into its buffer. Where the group can receive from any source
+// (any_source_transport(device).capabilities().any_source), irecv(kAnySource) takes whichever
+// actor sent first and the Work's source_rank() names it; elsewhere (NCCL) the learner keeps receives posted to every actor.
 #include <chrono>
 #include <cinttypes>
 #include <cstdint>
@@ -39,13 +39,13 @@ class Learner {
         o_(o),
         protocol_(protocol),
         device_(device),
-        any_source_(world_.backend(device).capabilities().any_source),
+        any_source_(world_.any_source_transport(device).capabilities().any_source),
         progress_(o, protocol),
         left_(static_cast<std::size_t>(protocol.actors) + 1, 0),
         next_seq_(static_cast<std::size_t>(protocol.actors) + 1, 1) {}
 
   std::int64_t run() {
-    progress_.headline(device_.str(), std::string(world_.backend(device_).name()));
+    progress_.headline(device_.str(), std::string(world_.any_source_transport(device_).name()));
     handshake();
     // Consolidated once: the in-place updates below keep it so, and each broadcast sends its buffer.
     TensorTree params = make_params(0, device_).consolidate();

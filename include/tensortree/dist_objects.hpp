@@ -31,7 +31,7 @@ TT_API std::vector<Bytes> gather_bytes(const Bytes& bytes, int dst, const Group&
 // with InvalidArgument (the size round carries its verdict).
 TT_API Bytes scatter_bytes(std::span<const Bytes> per_rank, int src, const Group& group);
 TT_API void send_bytes(const Bytes& bytes, int dst, const Group& group, int tag);
-// `src` may be kAnySource (backend.hpp): the size and the bytes then come from the same sender.
+// `src` may be kAnySource (peer_transport.hpp): the size and the bytes then come from the same sender.
 TT_API Bytes recv_bytes(int src, const Group& group, int tag);
 
 }  // namespace detail

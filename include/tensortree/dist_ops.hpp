@@ -23,10 +23,10 @@
 #include <span>
 #include <vector>
 
-#include "tensortree/backend.hpp"
 #include "tensortree/comm_options.hpp"
 #include "tensortree/export.hpp"
 #include "tensortree/group.hpp"
+#include "tensortree/peer_transport.hpp"
 #include "tensortree/reduce_op.hpp"
 #include "tensortree/tensor.hpp"
 #include "tensortree/work.hpp"

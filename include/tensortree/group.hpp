@@ -9,9 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "tensortree/backend.hpp"
+#include "tensortree/collectives.hpp"
 #include "tensortree/device.hpp"
 #include "tensortree/export.hpp"
+#include "tensortree/peer_transport.hpp"
 
 namespace tensortree {
 
@@ -89,14 +90,18 @@ class TT_API Group {
   // The options the group was made with (an empty Group's are the defaults).
   const GroupOptions& options() const;
 
-  // The backend for the group's collectives on `device`: MPI for the CPU; NCCL for CUDA where the
-  // library was built with it (its communicator is created on first use, collectively), otherwise
-  // MPI staging through pinned host memory. InvalidArgument on a rank that is not a member.
-  Backend& backend(Device device) const;
-  // The backend that moves point-to-point traffic between this rank and group rank `peer` on
+  // The group's collectives on `device`: MPI for the CPU; NCCL for CUDA where the library was
+  // built with it (its communicator is created on first use, collectively), otherwise MPI staging
+  // through pinned host memory. While one waits, this rank keeps taking what its peers send it
+  // through shared memory. InvalidArgument on a rank that is not a member.
+  Collectives& collectives(Device device) const;
+  // The transport that moves point-to-point traffic between this rank and group rank `peer` on
   // `device`: each pair of ranks may be served by a different transport. InvalidArgument for a
   // peer outside the group.
-  Backend& transport(int peer, Device device) const;
+  PeerTransport& transport(int peer, Device device) const;
+  // The transport that takes receives from kAnySource on `device` (capabilities().any_source says
+  // whether it can).
+  PeerTransport& any_source_transport(Device device) const;
 
   // Ends this rank's use of the group, for when a peer is gone or a Timeout left the ranks out of
   // step. Every transport of the group is told (NCCL aborts its communicator); waits in flight, on

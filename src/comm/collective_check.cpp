@@ -125,7 +125,7 @@ void agree_on_collective(const CollectiveCall& call, const Group& group, std::ex
   const CallWords mine = encode(call, local_error == nullptr);
   const int ranks = group.size();
   Tensor gathered = Tensor::empty({ranks, static_cast<std::int64_t>(CallWords::kCount)}, {DType::Int64});
-  metadata_backend(group).all_gather(gathered, int64_tensor(mine.words))->wait();
+  metadata_collectives(group).all_gather(gathered, int64_tensor(mine.words))->wait();
   const std::vector<std::int64_t> table = int64_values(gathered);
 
   if (local_error) std::rethrow_exception(local_error);

@@ -1,7 +1,7 @@
 // Debug mode for collectives (GroupOptions::debug_checks, or TENSORTREE_DISTRIBUTED_DEBUG=DETAIL as
 // PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL): before each collective every rank shares what it is about to
 // call (operation, root, reduction, dtype, shape) and its own verdict on its arguments, in one small
-// all-gather on the CPU backend. Every rank then reads the same table and throws the same
+// all-gather on the CPU collectives. Every rank then reads the same table and throws the same
 // InvalidArgument naming the ranks that differ, or the ranks that rejected their own arguments.
 // So a mismatch that MPI cannot see (equal byte counts, a different root, broadcast against
 // all_reduce) is an error instead of wrong values, and a rank that fails its own checks does not

@@ -1,5 +1,5 @@
 // DeviceMesh: named dimensions over a group, each dimension's group split from the parent's
-// bootstrap. Backend-neutral: the sub-groups get the parent's transport factory and options.
+// bootstrap. Transport-neutral: the sub-groups get the parent's transport factory and options.
 #include "tensortree/device_mesh.hpp"
 
 #include <cstdint>

@@ -76,7 +76,7 @@ std::vector<std::int64_t> learn_output_splits(const std::vector<std::int64_t>& i
   const Tensor send = int64_tensor(outgoing);
   const Tensor received = Tensor::empty({static_cast<std::int64_t>(n * kWords)}, {DType::Int64});
   const std::vector<std::int64_t> counts(n, kWords);
-  metadata_backend(group).all_to_all(received, send, counts, counts)->wait();
+  metadata_collectives(group).all_to_all(received, send, counts, counts)->wait();
   const std::vector<std::int64_t> incoming = int64_values(received);
   std::vector<std::int64_t> output_splits(n);
   for (std::size_t r = 0; r < n; ++r) {
@@ -144,7 +144,7 @@ Pending<std::vector<Tensor>> all_to_all_async(std::span<const Tensor> inputs, co
   const Tensor stacked = Tensor::stack(inputs);
   const Tensor output = empty_like_shape(stacked.shape(), stacked);
   const std::vector<std::int64_t> counts(inputs.size(), inputs[0].numel());
-  WorkPtr work = group.backend(output.device()).all_to_all(output, stacked, counts, counts);
+  WorkPtr work = group.collectives(output.device()).all_to_all(output, stacked, counts, counts);
   return {std::move(work), blocks_of(output)};
 }
 
@@ -170,7 +170,7 @@ Pending<Tensor> all_to_all_single_async(const Tensor& input, const Group& group,
   const std::int64_t output_rows =
       total_output_rows(output_splits, row_numel, input.itemsize(), group, op, splits.output_splits.empty());
   const Tensor output = empty_like_shape(with_leading(output_rows, row_shape), input);
-  WorkPtr work = group.backend(input.device())
+  WorkPtr work = group.collectives(input.device())
                      .all_to_all(output, input.contiguous(), element_counts(output_splits, row_numel, op),
                                  element_counts(input_splits, row_numel, op));
   return {std::move(work), output};

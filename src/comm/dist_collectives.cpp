@@ -1,4 +1,4 @@
-// The fixed-shape collectives of dist_ops, each written once over the Backend interface: check the
+// The fixed-shape collectives of dist_ops, each written once over the Collectives interface: check the
 // arguments (agreed across the group in debug mode), pack what is not contiguous, allocate the
 // outputs (one buffer per operation, viewed per rank), post, and copy in-place results back into
 // the caller's view when the Work finishes.
@@ -95,7 +95,7 @@ WorkPtr broadcast_async(const Tensor& tensor, int root, const Group& group) {
   check_tensor_collective(tensor, group, {.op = op, .root = root, .tensor = &tensor},
                           [&] { check_rank(root, "src", group, op); });
   const Tensor packed = tensor.contiguous();
-  WorkPtr work = group.backend(tensor.device()).broadcast(packed, root);
+  WorkPtr work = group.collectives(tensor.device()).broadcast(packed, root);
   if (group.rank() == root) return work;
   return then_copy_back(std::move(work), tensor, packed);
 }
@@ -107,7 +107,7 @@ WorkPtr all_reduce_async(const Tensor& tensor, const Group& group, ReduceOp op) 
   check_tensor_collective(tensor, group, {.op = name, .reduction = op, .tensor = &tensor},
                           [&] { check_reduce_op(op, tensor.dtype(), name); });
   const Tensor packed = tensor.contiguous();
-  return then_copy_back(group.backend(tensor.device()).all_reduce(packed, op), tensor, packed);
+  return then_copy_back(group.collectives(tensor.device()).all_reduce(packed, op), tensor, packed);
 }
 
 void all_reduce(const Tensor& tensor, const Group& group, ReduceOp op) { all_reduce_async(tensor, group, op)->wait(); }
@@ -119,7 +119,7 @@ WorkPtr reduce_async(const Tensor& tensor, int root, const Group& group, ReduceO
     check_reduce_op(op, tensor.dtype(), name);
   });
   const Tensor packed = tensor.contiguous();
-  WorkPtr work = group.backend(tensor.device()).reduce(packed, root, op);
+  WorkPtr work = group.collectives(tensor.device()).reduce(packed, root, op);
   if (group.rank() != root) return work;
   return then_copy_back(std::move(work), tensor, packed);
 }
@@ -133,7 +133,7 @@ void reduce(const Tensor& tensor, int root, const Group& group, ReduceOp op) {
 Pending<std::vector<Tensor>> all_gather_async(const Tensor& tensor, const Group& group) {
   check_tensor_collective(tensor, group, {.op = "all_gather", .tensor = &tensor});
   const Tensor output = empty_like_shape(with_leading(group.size(), tensor.shape()), tensor);
-  WorkPtr work = group.backend(tensor.device()).all_gather(output, tensor.contiguous());
+  WorkPtr work = group.collectives(tensor.device()).all_gather(output, tensor.contiguous());
   return {std::move(work), blocks_of(output)};
 }
 
@@ -150,7 +150,7 @@ Pending<Tensor> all_gather_into_tensor_async(const Tensor& tensor, const Group& 
   Shape shape = tensor.shape();
   shape[0] = rows_times(shape[0], group.size(), op);
   const Tensor output = empty_like_shape(std::move(shape), tensor);
-  WorkPtr work = group.backend(tensor.device()).all_gather(output, tensor.contiguous());
+  WorkPtr work = group.collectives(tensor.device()).all_gather(output, tensor.contiguous());
   return {std::move(work), output};
 }
 
@@ -164,7 +164,7 @@ Pending<std::vector<Tensor>> gather_async(const Tensor& tensor, int root, const 
                           [&] { check_rank(root, "dst", group, op); });
   const bool is_root = group.rank() == root;
   const Tensor output = is_root ? empty_like_shape(with_leading(group.size(), tensor.shape()), tensor) : Tensor{};
-  WorkPtr work = group.backend(tensor.device()).gather(output, tensor.contiguous(), root);
+  WorkPtr work = group.collectives(tensor.device()).gather(output, tensor.contiguous(), root);
   return {std::move(work), is_root ? blocks_of(output) : std::vector<Tensor>{}};
 }
 
@@ -186,7 +186,7 @@ Pending<Tensor> scatter_async(std::span<const Tensor> inputs, int root, const Gr
   const Tensor output = Tensor::empty(block.shape, {block.dtype, device});
   const Tensor stacked = is_root ? Tensor::stack(inputs) : Tensor{};
   // The output's device, not `device`: allocation resolved "the current CUDA device" to an index.
-  return {group.backend(output.device()).scatter(output, stacked, root), output};
+  return {group.collectives(output.device()).scatter(output, stacked, root), output};
 }
 
 Tensor scatter(std::span<const Tensor> inputs, int root, const Group& group) {
@@ -201,7 +201,7 @@ Pending<Tensor> reduce_scatter_async(std::span<const Tensor> inputs, const Group
     check_reduce_op(op, inputs[0].dtype(), name);
   });
   const Tensor output = empty_like_shape(inputs[0].shape(), inputs[0]);
-  WorkPtr work = group.backend(output.device()).reduce_scatter(output, Tensor::stack(inputs), op);
+  WorkPtr work = group.collectives(output.device()).reduce_scatter(output, Tensor::stack(inputs), op);
   return {std::move(work), output};
 }
 
@@ -223,7 +223,7 @@ Pending<Tensor> reduce_scatter_tensor_async(const Tensor& input, const Group& gr
   Shape shape = input.shape();
   shape[0] /= group.size();
   const Tensor output = empty_like_shape(std::move(shape), input);
-  WorkPtr work = group.backend(input.device()).reduce_scatter(output, input.contiguous(), op);
+  WorkPtr work = group.collectives(input.device()).reduce_scatter(output, input.contiguous(), op);
   return {std::move(work), output};
 }
 
@@ -236,7 +236,7 @@ Tensor reduce_scatter_tensor(const Tensor& input, const Group& group, ReduceOp o
 WorkPtr barrier_async(const Group& group) {
   check_member(group, "barrier");
   check_collective({.op = "barrier"}, group, [] {});
-  return metadata_backend(group).barrier();
+  return metadata_collectives(group).barrier();
 }
 
 void barrier(const Group& group) { barrier_async(group)->wait(); }

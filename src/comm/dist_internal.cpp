@@ -2,11 +2,13 @@
 // point-to-point data round, copy-back continuations and the shapes of per-rank outputs.
 #include "comm/dist_internal.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "comm/group_state.hpp"
 #include "core/checked_math.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/error.hpp"
@@ -74,7 +76,7 @@ void check_per_rank_list(std::span<const Tensor> tensors, std::string_view name,
   if (!problem.empty()) invalid(op, problem);
 }
 
-Backend& metadata_backend(const Group& group) { return group.backend(Device::cpu()); }
+Collectives& metadata_collectives(const Group& group) { return group.collectives(Device::cpu()); }
 
 Tensor int64_tensor(std::span<const std::int64_t> values) {
   Tensor out = Tensor::empty({static_cast<std::int64_t>(values.size())}, {DType::Int64});
@@ -97,9 +99,9 @@ void ByteExchange::recv(const Tensor& contiguous, int peer) {
   ops_.push_back({P2POp::Kind::Recv, contiguous.byte_view(), peer, kInternalTag});
 }
 
-WorkPtr ByteExchange::post(Backend& backend) const {
+WorkPtr ByteExchange::post(const Group& group) const {
   if (ops_.empty()) return Work::completed();
-  return backend.batch_p2p(ops_);
+  return post_batch(group, ops_);
 }
 
 WorkPtr then_copy_back(WorkPtr work, std::vector<CopyBack> copies) {
@@ -117,7 +119,7 @@ WorkPtr then_copy_back(WorkPtr work, const Tensor& destination, const Tensor& pa
 
 std::vector<std::int64_t> announce_words(std::span<const std::int64_t> words, int root, const Group& group) {
   const Tensor message = int64_tensor(words);
-  metadata_backend(group).broadcast(message, root)->wait();
+  metadata_collectives(group).broadcast(message, root)->wait();
   return int64_values(message);
 }
 
@@ -151,8 +153,36 @@ std::int64_t rows_times(std::int64_t rows, std::int64_t factor, std::string_view
   return *product;
 }
 
-Backend& peer_transport(const Group& group, int peer, Device device) {
-  return peer == kAnySource ? group.backend(device) : group.transport(peer, device);
+PeerTransport& peer_transport(const Group& group, int peer, Device device) {
+  return peer == kAnySource ? group.any_source_transport(device) : group.transport(peer, device);
+}
+
+WorkPtr post_to_peer(const Group& group, int peer, Device device, const char* operation, const PostOn& post) {
+  PeerTransport& transport = peer_transport(group, peer, device);
+  WorkPtr work = post(transport);
+  return tensortree::detail::GroupAccess::require(group).progressing(device, transport, std::move(work), operation);
+}
+
+// Each transport's ops keep their order; transports are posted in the order their first op comes.
+WorkPtr post_batch(const Group& group, std::span<const P2POp> ops) {
+  const Device device = ops.front().tensor.device();
+  std::vector<std::pair<PeerTransport*, std::vector<P2POp>>> batches;
+  for (const P2POp& op : ops) {
+    PeerTransport* transport = &group.transport(op.peer, device);
+    const auto found =
+        std::find_if(batches.begin(), batches.end(), [&](const auto& batch) { return batch.first == transport; });
+    if (found != batches.end()) {
+      found->second.push_back(op);
+    } else {
+      batches.push_back({transport, {op}});
+    }
+  }
+  std::vector<WorkPtr> works;
+  for (const auto& [transport, batch] : batches) {
+    works.push_back(post_to_peer(group, batch.front().peer, device, "batch_p2p",
+                                 [&batch](PeerTransport& on) { return on.batch_p2p(batch); }));
+  }
+  return works.size() == 1 ? works.front() : Work::all(std::move(works));
 }
 
 }  // namespace tensortree::dist::detail

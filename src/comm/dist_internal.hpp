@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -11,7 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tensortree/backend.hpp"
+#include "tensortree/collectives.hpp"
+#include "tensortree/peer_transport.hpp"
 #include "tensortree/group.hpp"
 #include "tensortree/tensor.hpp"
 #include "tensortree/work.hpp"
@@ -23,12 +25,19 @@ namespace tensortree::dist::detail {
 // The first reason `tensors` is not one tensor per rank of a single shape, dtype and device; empty
 // when there is none. scatter sends it to its receivers instead of throwing at once.
 std::string per_rank_list_problem(std::span<const Tensor> tensors, std::string_view name, const Group& group);
-// This process is a member of `group` (the backends exist only for members).
+// This process is a member of `group` (the transports exist only for members).
 void check_member(const Group& group, std::string_view op);
 
-// The transport serving `peer` (Group::transport), or the group's collectives backend for a
-// receive from kAnySource, which any transport may have to match.
-Backend& peer_transport(const Group& group, int peer, Device device);
+// The transport serving `peer` (Group::transport), or for kAnySource the one that takes receives
+// from any member (Group::any_source_transport).
+PeerTransport& peer_transport(const Group& group, int peer, Device device);
+// The group's point to point with `peer` (may be kAnySource): `post` posts on peer_transport,
+// and its Work goes through the progress hooks of the group's other transports (GroupState::progressing), so that waiting on it still takes what other peers send.
+using PostOn = std::function<WorkPtr(PeerTransport&)>;
+WorkPtr post_to_peer(const Group& group, int peer, Device device, const char* operation, const PostOn& post);
+// `ops` (one device's tensors, peers of the group) posted as one batch per transport serving them,
+// each through the others' progress hooks; completes when all have.
+WorkPtr post_batch(const Group& group, std::span<const P2POp> ops);
 // `rank` (named `name`: "root", "dst", "src") is a rank of `group`.
 void check_rank(int rank, std::string_view name, const Group& group, std::string_view op);
 void check_defined(const Tensor& tensor, std::string_view name, std::string_view op);
@@ -38,9 +47,9 @@ void check_tag(int tag, std::string_view name, std::string_view op);
 void check_per_rank_list(std::span<const Tensor> tensors, std::string_view name, const Group& group,
                          std::string_view op);
 
-// The CPU backend carries every small round (sizes, shapes, dtypes): it is host data whatever
-// device the payload lives on.
-Backend& metadata_backend(const Group& group);
+// The CPU collectives carry every small round (sizes, shapes, dtypes): it is host data whatever
+// device the payload lives on. Its point-to-point messages go on the CPU transports the same way.
+Collectives& metadata_collectives(const Group& group);
 
 // A 1-D int64 CPU tensor holding `values` (a copy).
 Tensor int64_tensor(std::span<const std::int64_t> values);
@@ -74,7 +83,7 @@ std::vector<Tensor> allocate_blocks(std::span<const TensorHeader> headers, Devic
 
 // ---- the announcement round --------------------------------------------------------------------------
 // The root's `words` (this rank's are ignored elsewhere; same length on every rank) reach every rank
-// in one small broadcast on the CPU backend: what the root tells before data moves (its verdict on
+// in one small broadcast on the CPU collectives: what the root tells before data moves (its verdict on
 // its arguments, sizes, shapes, layouts). Returns what the root sent.
 std::vector<std::int64_t> announce_words(std::span<const std::int64_t> words, int root, const Group& group);
 
@@ -99,8 +108,9 @@ class ByteExchange {
  public:
   void send(const Tensor& contiguous, int peer);
   void recv(const Tensor& contiguous, int peer);
-  // Posts every transfer as one batch on `backend`; the Work keeps the tensors alive.
-  WorkPtr post(Backend& backend) const;
+  // Posts every transfer on the transports of `group` that serve their peers (post_batch); the
+  // Work keeps the tensors alive.
+  WorkPtr post(const Group& group) const;
 
  private:
   std::vector<P2POp> ops_;

@@ -1,5 +1,5 @@
 // The byte collectives under the *_object functions, and the envelope that makes a peer's bytes
-// checkable before Boost reads them. Everything moves on the CPU backend: sizes first, then bytes.
+// checkable before Boost reads them. Everything moves on the CPU transports: sizes first, then bytes.
 #include "tensortree/dist_objects.hpp"
 
 #include <array>
@@ -102,7 +102,7 @@ void broadcast_bytes(Bytes& bytes, int root, const Group& group) {
   const std::array<std::int64_t, 1> mine{static_cast<std::int64_t>(bytes.size())};
   const std::int64_t announced = announce_words(mine, root, group)[0];
   if (group.rank() != root) bytes.resize(static_cast<std::size_t>(checked_size(announced, root, group, op)));
-  if (!bytes.empty()) metadata_backend(group).broadcast(bytes_tensor(bytes), root)->wait();
+  if (!bytes.empty()) metadata_collectives(group).broadcast(bytes_tensor(bytes), root)->wait();
 }
 
 std::vector<Bytes> all_gather_bytes(const Bytes& bytes, const Group& group) {
@@ -120,8 +120,7 @@ Bytes scatter_bytes(std::span<const Bytes> per_rank, int root, const Group& grou
   const bool is_root = group.rank() == root;
   const Tensor sizes = is_root ? int64_tensor(scatter_sizes(per_rank, group)) : Tensor{};
   const Tensor my_size = Tensor::empty({1}, {DType::Int64});
-  Backend& backend = metadata_backend(group);
-  backend.scatter(my_size, sizes, root)->wait();
+  metadata_collectives(group).scatter(my_size, sizes, root)->wait();
   const std::int64_t size = int64_values(my_size)[0];
   if (size == kInvalidRootArguments) {
     throw InvalidArgument(std::string(op) + ": the root (rank " + std::to_string(root) + ") passed " +
@@ -139,7 +138,7 @@ Bytes scatter_bytes(std::span<const Bytes> per_rank, int root, const Group& grou
     mine.resize(static_cast<std::size_t>(checked_size(size, root, group, op)));
     exchange.recv(bytes_tensor(mine), root);
   }
-  exchange.post(backend)->wait();
+  exchange.post(group)->wait();
   return mine;
 }
 
@@ -148,11 +147,13 @@ void send_bytes(const Bytes& bytes, int dst, const Group& group, int tag) {
   check_member(group, op);
   check_rank(dst, "dst", group, op);
   check_tag(tag, "tag", op);
-  Backend& backend = metadata_backend(group);
+  const auto send = [&](const Tensor& message) {
+    return post_to_peer(group, dst, Device::cpu(), "send",
+                        [&](PeerTransport& on) { return on.send(message, dst, tag); });
+  };
   // Both go out at once: messages between two ranks on one tag arrive in the order they were sent.
-  const WorkPtr size_sent =
-      backend.send(int64_tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(bytes.size())}), dst, tag);
-  const WorkPtr bytes_sent = bytes.empty() ? Work::completed() : backend.send(bytes_tensor(bytes), dst, tag);
+  const WorkPtr size_sent = send(int64_tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(bytes.size())}));
+  const WorkPtr bytes_sent = bytes.empty() ? Work::completed() : send(bytes_tensor(bytes));
   size_sent->wait();
   bytes_sent->wait();
 }
@@ -162,13 +163,16 @@ Bytes recv_bytes(int src, const Group& group, int tag) {
   check_member(group, op);
   if (src != kAnySource) check_rank(src, "src", group, op);
   check_tag(tag, "tag", op);
-  Backend& backend = metadata_backend(group);
+  const auto recv = [&](const Tensor& message, int from) {
+    return post_to_peer(group, from, Device::cpu(), "recv",
+                        [&](PeerTransport& on) { return on.recv(message, from, tag); });
+  };
   const Tensor size = Tensor::empty({1}, {DType::Int64});
-  const WorkPtr size_received = backend.recv(size, src, tag);
+  const WorkPtr size_received = recv(size, src);
   size_received->wait();
   const int sender = src == kAnySource ? size_received->source_rank() : src;
   Bytes bytes(static_cast<std::size_t>(checked_size(int64_values(size)[0], sender, group, op)));
-  if (!bytes.empty()) backend.recv(bytes_tensor(bytes), sender, tag)->wait();
+  if (!bytes.empty()) recv(bytes_tensor(bytes), sender)->wait();
   return bytes;
 }
 

@@ -2,7 +2,6 @@
 // posted as one Work.
 #include "tensortree/dist_ops.hpp"
 
-#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -38,16 +37,6 @@ void check_p2p_op(const P2POp& op, std::size_t index, const Tensor& first, const
   }
 }
 
-// A batch with one peer takes that peer's transport, as isend and irecv do: NCCL, the group's
-// backend between GPUs, refuses a send to the own rank unless its receive is in the same batch.
-// A batch with several peers takes the group's backend, which reaches them all.
-Backend& batch_transport(std::span<const P2POp> ops, const Group& group) {
-  const int peer = ops[0].peer;
-  const Device device = ops[0].tensor.device();
-  const bool one_peer = std::all_of(ops.begin(), ops.end(), [peer](const P2POp& op) { return op.peer == peer; });
-  return one_peer ? group.transport(peer, device) : group.backend(device);
-}
-
 }  // namespace
 
 // ---- point to point ------------------------------------------------------------------------------------
@@ -58,7 +47,9 @@ WorkPtr isend(const Tensor& tensor, int dst, const Group& group, const CommOptio
   check_tensor_op(tensor, group, op);
   check_rank(dst, "dst", group, op);
   check_tag(tag, "tag", op);
-  return group.transport(dst, tensor.device()).send(tensor.contiguous(), dst, tag);
+  const Tensor contiguous = tensor.contiguous();
+  return post_to_peer(group, dst, tensor.device(), "send",
+                      [&](PeerTransport& on) { return on.send(contiguous, dst, tag); });
 }
 
 void send(const Tensor& tensor, int dst, const Group& group, const CommOptions& options) {
@@ -73,7 +64,9 @@ WorkPtr irecv(const Tensor& tensor, int src, const Group& group, const CommOptio
   check_tag(tag, "tag", op);
   // The received bytes overwrite everything, so a non-contiguous view needs only an empty buffer.
   const Tensor landing = tensor.is_contiguous() ? tensor : empty_like_shape(tensor.shape(), tensor);
-  return then_copy_back(peer_transport(group, src, tensor.device()).recv(landing, src, tag), tensor, landing);
+  WorkPtr received =
+      post_to_peer(group, src, tensor.device(), "recv", [&](PeerTransport& on) { return on.recv(landing, src, tag); });
+  return then_copy_back(std::move(received), tensor, landing);
 }
 
 void recv(const Tensor& tensor, int src, const Group& group, const CommOptions& options) {
@@ -102,7 +95,7 @@ WorkPtr batch_isend_irecv(std::span<const P2POp> ops, const Group& group) {
     }
     packed_ops.push_back(std::move(packed));
   }
-  return then_copy_back(batch_transport(ops, group).batch_p2p(packed_ops), std::move(copies));
+  return then_copy_back(post_batch(group, packed_ops), std::move(copies));
 }
 
 }  // namespace tensortree::dist

@@ -1,6 +1,6 @@
 // Variadic shapes: each rank's tensor may differ in ndim, shape and dtype, and the receivers know
 // none of it. One small round moves a fixed-size header per tensor (device kind, dtype, ndim, dims)
-// over the CPU backend; one data round then moves the bytes into a single allocation, viewed per
+// over the CPU collectives; one data round then moves the bytes into a single allocation, viewed per
 // sender, as point-to-point transfers posted together.
 #include <algorithm>
 #include <optional>
@@ -105,7 +105,7 @@ using namespace detail;
 std::vector<TensorHeader> all_gather_headers(const Tensor& tensor, const Group& group, std::string_view op) {
   const HeaderWords mine = encode_header(TensorHeader::of(tensor), op);
   const Tensor received = Tensor::empty({group.size(), static_cast<std::int64_t>(kHeaderWords)}, {DType::Int64});
-  metadata_backend(group).all_gather(received, int64_tensor(mine))->wait();
+  metadata_collectives(group).all_gather(received, int64_tensor(mine))->wait();
   const std::vector<std::int64_t> words = int64_values(received);
   std::vector<TensorHeader> headers;
   for (int r = 0; r < group.size(); ++r) {
@@ -125,7 +125,7 @@ std::vector<TensorHeader> all_to_all_headers(std::span<const Tensor> inputs, con
   const auto n = static_cast<std::size_t>(group.size());
   const Tensor received = Tensor::empty({static_cast<std::int64_t>(n * kHeaderWords)}, {DType::Int64});
   const std::vector<std::int64_t> counts(n, static_cast<std::int64_t>(kHeaderWords));
-  metadata_backend(group).all_to_all(received, int64_tensor(outgoing), counts, counts)->wait();
+  metadata_collectives(group).all_to_all(received, int64_tensor(outgoing), counts, counts)->wait();
   const std::vector<std::int64_t> words = int64_values(received);
   std::vector<TensorHeader> headers;
   for (std::size_t r = 0; r < n; ++r) {
@@ -151,7 +151,7 @@ void check_block_claims(std::span<const TensorHeader> headers, const Group& grou
   }
 }
 
-// Every tensor moves through one backend, so every rank's must be on the same kind of device.
+// Every tensor moves through one device's transports, so every rank's must be on the same kind of device.
 void check_one_device_kind(std::span<const TensorHeader> headers, DeviceType mine, std::string_view op) {
   for (std::size_t r = 0; r < headers.size(); ++r) {
     if (headers[r].device_type != mine) {
@@ -196,7 +196,7 @@ Pending<std::vector<Tensor>> all_gather_variadic_shape_async(const Tensor& tenso
     exchange.send(packed, peer);
     exchange.recv(outputs[static_cast<std::size_t>(peer)], peer);
   }
-  return {exchange.post(group.backend(tensor.device())), std::move(outputs)};
+  return {exchange.post(group), std::move(outputs)};
 }
 
 std::vector<Tensor> all_gather_variadic_shape(const Tensor& tensor, const Group& group) {
@@ -217,14 +217,14 @@ Pending<std::vector<Tensor>> gather_variadic_shape_async(const Tensor& tensor, i
   ByteExchange exchange;
   if (group.rank() != root) {
     exchange.send(packed, root);
-    return {exchange.post(group.backend(tensor.device())), {}};
+    return {exchange.post(group), {}};
   }
   std::vector<Tensor> outputs = allocate_blocks(headers, tensor.device());
   outputs[static_cast<std::size_t>(root)].copy_(packed);
   for (int peer = 0; peer < group.size(); ++peer) {
     if (peer != root) exchange.recv(outputs[static_cast<std::size_t>(peer)], peer);
   }
-  return {exchange.post(group.backend(tensor.device())), std::move(outputs)};
+  return {exchange.post(group), std::move(outputs)};
 }
 
 std::vector<Tensor> gather_variadic_shape(const Tensor& tensor, int root, const Group& group) {
@@ -249,7 +249,7 @@ Pending<std::vector<Tensor>> all_to_all_variadic_shape_async(std::span<const Ten
     exchange.send(inputs[static_cast<std::size_t>(peer)].contiguous(), peer);
     exchange.recv(outputs[static_cast<std::size_t>(peer)], peer);
   }
-  return {exchange.post(group.backend(device)), std::move(outputs)};
+  return {exchange.post(group), std::move(outputs)};
 }
 
 std::vector<Tensor> all_to_all_variadic_shape(std::span<const Tensor> inputs, const Group& group) {

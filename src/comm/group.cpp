@@ -88,10 +88,16 @@ const GroupOptions& Group::options() const {
   return state_ ? state_->options() : defaults;
 }
 
-Backend& Group::backend(Device device) const { return detail::GroupAccess::require(*this).backend(device); }
+Collectives& Group::collectives(Device device) const {
+  return detail::GroupAccess::require(*this).collectives(device);
+}
 
-Backend& Group::transport(int peer, Device device) const {
+PeerTransport& Group::transport(int peer, Device device) const {
   return detail::GroupAccess::require(*this).transport(peer, device);
+}
+
+PeerTransport& Group::any_source_transport(Device device) const {
+  return detail::GroupAccess::require(*this).any_source(device);
 }
 
 void Group::abort(const std::string& reason) const {

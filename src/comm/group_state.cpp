@@ -1,8 +1,10 @@
 #include "comm/group_state.hpp"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
+#include "comm/group_collectives.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -67,11 +69,13 @@ void GroupState::require_member() const {
 void GroupState::abort(const std::string& reason) {
   aborted_.raise(reason);
   const std::lock_guard lock(transports_mutex_);
-  std::set<Backend*> told;
+  // A transport that serves several peers is told once; an engine told again through the group's
+  // collectives keeps the first reason (every abort ignores the calls after the first).
+  std::set<const void*> told;
   for (auto& [device, table] : transports_) {
-    if (told.insert(table.collectives.get()).second) table.collectives->abort(reason);
+    if (told.insert(dynamic_cast<const void*>(table.collectives.get())).second) table.collectives->abort(reason);
     for (const auto& peer : table.peers) {
-      if (told.insert(peer.get()).second) peer->abort(reason);
+      if (told.insert(dynamic_cast<const void*>(peer.get())).second) peer->abort(reason);
     }
   }
 }
@@ -89,22 +93,34 @@ const DeviceTransports& GroupState::transports(Device device) {
   const auto found = transports_.find(key);
   if (found != transports_.end()) return found->second;
   DeviceTransports made = factory_->create(*this, resolved);
-  if (!made.collectives || made.peers.size() != static_cast<std::size_t>(size())) {
+  const bool complete =
+      made.collectives && made.any_source && made.peers.size() == static_cast<std::size_t>(size()) &&
+      std::all_of(made.peers.begin(), made.peers.end(), [](const auto& peer) { return peer != nullptr; });
+  if (!complete) {
     throw BackendError("the transport factory gave an incomplete table for a group of " + std::to_string(size()) +
                        " ranks");
   }
+  made.collectives = std::make_shared<GroupCollectives>(std::move(made.collectives), made.peers);
   return transports_.emplace(key, std::move(made)).first->second;
 }
 
-Backend& GroupState::backend(Device device) { return *transports(device).collectives; }
+Collectives& GroupState::collectives(Device device) { return *transports(device).collectives; }
 
-Backend& GroupState::transport(int peer, Device device) {
+PeerTransport& GroupState::any_source(Device device) { return *transports(device).any_source; }
+
+PeerTransport& GroupState::transport(int peer, Device device) {
   require_member();
   if (peer < 0 || peer >= size()) {
     throw InvalidArgument("transport: peer " + std::to_string(peer) + " is not a rank of a group of " +
                           std::to_string(size()));
   }
   return *transports(device).peers[static_cast<std::size_t>(peer)];
+}
+
+WorkPtr GroupState::progressing(Device device, const PeerTransport& posted_on, WorkPtr work, const char* operation) {
+  // transports() put a GroupCollectives in every table.
+  const auto& collectives = static_cast<const GroupCollectives&>(*transports(device).collectives);
+  return collectives.progressing(std::move(work), operation, &posted_on);
 }
 
 std::shared_ptr<GroupState> GroupState::split(int color, int key, std::vector<int> world_ranks, GroupOptions options) {

@@ -1,8 +1,8 @@
-// GroupState: what the copies of one Group share, for any backend. A member's state owns the
-// bootstrap, the transport table (which backend serves each peer on each device, filled on first
-// use by a factory of the transports this build has), the group's options, and attachments: state
-// that layers above keep per group (layout registries, spare buffers), created on first use and
-// dropped with the group. A non-member knows only who the members are.
+// GroupState: what the copies of one Group share, for any transport. A member's state owns the
+// bootstrap, the transport table (on each device, the collectives and the transport of each peer,
+// filled on first use by a factory of the transports this build has), the group's options, and
+// attachments: state that layers above keep per group (layout registries, spare buffers), created
+// on first use and dropped with the group. A non-member knows only who the members are.
 #pragma once
 
 #include <map>
@@ -16,20 +16,29 @@
 #include "comm/bootstrap.hpp"
 #include "comm/transport_choice.hpp"
 #include "comm/abort_signal.hpp"
-#include "tensortree/backend.hpp"
+#include "tensortree/collectives.hpp"
 #include "tensortree/device.hpp"
 #include "tensortree/group.hpp"
+#include "tensortree/peer_transport.hpp"
 
 namespace tensortree::detail {
 
 class GroupState;
 
-// The backends that serve one device for one group.
+// What serves one device for one group.
 struct DeviceTransports {
-  // The group-wide collectives.
-  std::shared_ptr<Backend> collectives;
+  // The group-wide collectives (once in the group's table, behind GroupCollectives).
+  std::shared_ptr<Collectives> collectives;
   // Point-to-point traffic with each peer, by group rank (the own rank's entry included).
-  std::vector<std::shared_ptr<Backend>> peers;
+  std::vector<std::shared_ptr<PeerTransport>> peers;
+  // Takes a receive from kAnySource. Where one engine serves every peer, it sees every member's
+  // messages. Otherwise no transport does by itself: the shared-memory transport matches them all
+  // only because they travel on one communicator (its frames and the plain MPI messages of peers
+  // off the node both go on the group's MPI communicator, or in-process mailboxes) and it tells
+  // them apart as they arrive. Where that does not hold (CUDA IPC next to staged chunks; NCCL,
+  // which has no such receive) its recv says NotSupported. The group also allocates the buffers it
+  // sends trees from here (allocate_message_buffer): in shared memory where there is one.
+  std::shared_ptr<PeerTransport> any_source;
 };
 
 // Chooses and creates a group's transports. One factory serves every group of a context.
@@ -69,8 +78,13 @@ class GroupState {
 
   // InvalidArgument for a non-member.
   Bootstrap& bootstrap();
-  Backend& backend(Device device);
-  Backend& transport(int peer, Device device);
+  Collectives& collectives(Device device);
+  PeerTransport& transport(int peer, Device device);
+  // The transport that takes receives from kAnySource (DeviceTransports::any_source).
+  PeerTransport& any_source(Device device);
+  // `work`, posted on `posted_on` (one of this group's transports on `device`), through the
+  // progress hooks of the group's other peer transports (GroupCollectives::progressing).
+  WorkPtr progressing(Device device, const PeerTransport& posted_on, WorkPtr work, const char* operation);
 
   // Group::abort: tells every transport made so far, then refuses every later use. Never blocks.
   void abort(const std::string& reason);

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "core/checked_math.hpp"
-#include "tensortree/backend.hpp"
+#include "tensortree/peer_transport.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/group.hpp"
 

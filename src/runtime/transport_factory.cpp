@@ -27,14 +27,15 @@ namespace tensortree::detail {
 
 namespace {
 
-DeviceTransports everyone(std::shared_ptr<Backend> backend, int size) {
-  DeviceTransports transports{backend, std::vector<std::shared_ptr<Backend>>(static_cast<std::size_t>(size), backend)};
-  return transports;
+// One engine for everything: its collectives, every peer, and receives from any source (it sees
+// every member's messages).
+DeviceTransports everyone(const std::shared_ptr<Engine>& engine, int size) {
+  return {engine, std::vector<std::shared_ptr<PeerTransport>>(static_cast<std::size_t>(size), engine), engine};
 }
 
-// The host backend of the bootstrap's kind: MPI's communicator, or the mailboxes of an in-process
-// group (HostTransport::Mpi then means this backend: the one that serves members without shared memory).
-std::shared_ptr<Backend> host_transport(GroupState& group) {
+// The host engine of the bootstrap's kind: MPI's communicator, or the mailboxes of an in-process
+// group (HostTransport::Mpi then means this engine: the one that serves members without shared memory).
+std::shared_ptr<Engine> host_transport(GroupState& group) {
   if (is_in_process(group.bootstrap())) {
     return make_in_process_backend(group.bootstrap(), group.options().timeout, group.options().max_message_bytes);
   }
@@ -43,7 +44,7 @@ std::shared_ptr<Backend> host_transport(GroupState& group) {
 
 // Creating a NCCL communicator is collective over the group: group rank 0 makes the unique id and
 // the bootstrap carries it to the others.
-std::shared_ptr<Backend> nccl_transport(GroupState& group, Device device) {
+std::shared_ptr<Engine> nccl_transport(GroupState& group, Device device) {
 #if TT_HAVE_NCCL
   Bootstrap& bootstrap = group.bootstrap();
   return make_nccl_backend(group.rank(), group.size(), device.index(), group.options().timeout,
@@ -56,9 +57,9 @@ std::shared_ptr<Backend> nccl_transport(GroupState& group, Device device) {
 }
 
 // Staged over `host` (on the group's communicator), which it keeps alive.
-std::shared_ptr<Backend> staged_transport(std::shared_ptr<Backend> host) {
-  Backend& borrowed = *host;
-  return std::shared_ptr<Backend>(new StagedBackend(borrowed), [host](Backend* staged) { delete staged; });
+std::shared_ptr<Engine> staged_transport(std::shared_ptr<Engine> host) {
+  Engine& borrowed = *host;
+  return std::shared_ptr<Engine>(new StagedBackend(borrowed), [host](Engine* staged) { delete staged; });
 }
 
 // TENSORTREE_SHM_INLINE_BYTES: the largest payload a node-local frame carries inside it (tests set
@@ -82,12 +83,13 @@ NodeLocalOptions node_local_options(const GroupState& group) {
   return options;
 }
 
-// `shared` serves the peers `kinds` marks `node_local`, `rest` everything else; `shared` takes the
-// group's collectives (forwarding them to `rest`) so that a receive from any source sees both.
-DeviceTransports per_peer(const std::vector<PeerTransportKind>& kinds, PeerTransportKind node_local,
-                          const std::shared_ptr<Backend>& shared, const std::shared_ptr<Backend>& rest) {
-  DeviceTransports transports{shared, {}};
-  for (const PeerTransportKind kind : kinds) transports.peers.push_back(kind == node_local ? shared : rest);
+// `collectives` runs the group's collectives; `special` serves the peers `kinds` marks `kind`,
+// `rest` the others. `any_source` takes receives from any member (see DeviceTransports).
+DeviceTransports per_peer(const std::vector<PeerTransportKind>& kinds, PeerTransportKind kind,
+                          std::shared_ptr<Collectives> collectives, const std::shared_ptr<PeerTransport>& special,
+                          const std::shared_ptr<PeerTransport>& rest, std::shared_ptr<PeerTransport> any_source) {
+  DeviceTransports transports{std::move(collectives), {}, std::move(any_source)};
+  for (const PeerTransportKind each : kinds) transports.peers.push_back(each == kind ? special : rest);
   return transports;
 }
 
@@ -99,14 +101,16 @@ std::vector<std::uint8_t> marked(const std::vector<PeerTransportKind>& kinds, Pe
 
 // Every member decides alike, from the placements and probe results they all hold.
 DeviceTransports host_transports(GroupState& group) {
-  const std::shared_ptr<Backend> mpi = host_transport(group);
+  const std::shared_ptr<Engine> mpi = host_transport(group);
   const std::vector<PeerTransportKind> kinds = choose_host_transports(
       group.placements(), group.rank(), group.mappable(), group.options().host_transport);
   const std::vector<std::uint8_t> local = marked(kinds, PeerTransportKind::SharedMemory);
   if (std::count(local.begin(), local.end(), 1) == 0) return everyone(mpi, group.size());
-  auto shared = std::make_shared<NodeLocalBackend>(std::make_shared<HostShareableMemory>(), mpi, mpi, local,
+  auto shared = std::make_shared<NodeLocalBackend>(std::make_shared<HostShareableMemory>(), mpi, local,
                                                    node_local_options(group));
-  return per_peer(kinds, PeerTransportKind::SharedMemory, shared, mpi);
+  // The shared-memory transport's frames and MPI's plain messages travel on one communicator, so
+  // its receive from any source matches both.
+  return per_peer(kinds, PeerTransportKind::SharedMemory, mpi, shared, mpi, shared);
 }
 
 // Threads of one process share their GPUs: CUDA IPC cannot open a handle in the process that
@@ -124,18 +128,22 @@ DeviceTransports cuda_transports(GroupState& group, Device device) {
   if (is_in_process(group.bootstrap())) return in_process_cuda_transports(group);
   const CudaTransport preference = group.options().cuda_transport;
   const CudaTransportChoice choice = choose_cuda_transport(group.placements(), TT_HAVE_NCCL != 0, preference);
-  const std::shared_ptr<Backend> host = host_transport(group);
-  const std::shared_ptr<Backend> staged = staged_transport(host);
+  const std::shared_ptr<Engine> host = host_transport(group);
+  const std::shared_ptr<Engine> staged = staged_transport(host);
   const std::vector<PeerTransportKind> kinds =
       choose_cuda_transports(group.placements(), group.rank(), choice.kind, preference);
   if (choice.kind == CudaTransportKind::Nccl) {
-    return per_peer(kinds, PeerTransportKind::Nccl, nccl_transport(group, device), staged);
+    const std::shared_ptr<Engine> nccl = nccl_transport(group, device);
+    return per_peer(kinds, PeerTransportKind::Nccl, nccl, nccl, staged, nccl);
   }
   const std::vector<std::uint8_t> local = marked(kinds, PeerTransportKind::CudaIpc);
   if (std::count(local.begin(), local.end(), 1) == 0) return everyone(staged, group.size());
-  auto shared = std::make_shared<NodeLocalBackend>(std::make_shared<CudaShareableMemory>(device), host, staged, local,
+  auto shared = std::make_shared<NodeLocalBackend>(std::make_shared<CudaShareableMemory>(device), host, local,
                                                    node_local_options(group));
-  return per_peer(kinds, PeerTransportKind::CudaIpc, shared, staged);
+  // Frames and the staged chunks of peers off the GPU share the host communicator, but a chunked
+  // message is not one receive: the CUDA IPC transport takes receives from any source only where
+  // every peer is on this GPU (NotSupported otherwise).
+  return per_peer(kinds, PeerTransportKind::CudaIpc, staged, shared, staged, shared);
 }
 
 }  // namespace

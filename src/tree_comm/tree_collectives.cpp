@@ -1,5 +1,5 @@
 // TensorTree's collectives: broadcast, all_gather, gather and scatter, over dist_ops and the
-// Backend interface (no MPI or NCCL here); reduce and all_reduce are in tree_reductions.cpp.
+// Collectives interface (no MPI or NCCL here); reduce and all_reduce are in tree_reductions.cpp.
 //
 // Broadcast moves one small round (the root's announcement: layout fingerprint, payload and schema
 // lengths, device kind) and then the payload, with the schema behind it only the first time the
@@ -135,7 +135,8 @@ WorkPtr broadcast_from_root(const TensorTree& tree, const Group& group) {
   if (failure) std::rethrow_exception(failure);
   const std::uint64_t total = out.schema->total_bytes();
   detail::copy_bytes(out.buffer->data() + total, device, schema_bytes.data(), Device::cpu(), schema_bytes.size());
-  WorkPtr sent = group.backend(device).broadcast(detail::storage_bytes(out.buffer, 0, total + schema_bytes.size()), root);
+  const Tensor message = detail::storage_bytes(out.buffer, 0, total + schema_bytes.size());
+  WorkPtr sent = group.collectives(device).broadcast(message, root);
   if (schema_bytes.empty()) return Work::then(std::move(sent), [buffer = out.buffer] {});
   return Work::then(std::move(sent), [registry, schema = out.schema, buffer = out.buffer] {
     registry->remember(schema);
@@ -156,7 +157,7 @@ WorkPtr broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
   }
   const Device device = dist::detail::device_of_kind(sent.device);
   const std::uint64_t total = sent.header.payload_bytes;
-  Backend& backend = group.backend(device);
+  Collectives& collectives = group.collectives(device);
   // The announcement is the root's word: overflow-checked and bounded before anything is allocated.
   // A rank holding a tree of the announced layout expects exactly its payload (and at most a
   // schema within the limit); any other rank, the group's limit for the whole message.
@@ -170,7 +171,7 @@ WorkPtr broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
   const bool direct = expected && sent.header.schema_bytes == 0 && tree.is_consolidated() &&
                       tree.storage()->device() == device;
   if (direct) {
-    return backend.broadcast(detail::storage_bytes(tree.storage(), 0, total), root);
+    return collectives.broadcast(detail::storage_bytes(tree.storage(), 0, total), root);
   }
   if (expected) detail::check_peer_claim(group, root, sent.header.schema_bytes, "broadcast: the root's schema");
   const std::size_t length = expected ? detail::peer_claim_sum(root, {total, sent.header.schema_bytes}, "broadcast")
@@ -182,7 +183,7 @@ WorkPtr broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
                                                                             "broadcast: the root's announced tree"))
                  : length;
   const StoragePtr buffer = mine.empty ? Storage::allocate(room, device) : detail::spare_buffer(group, length, device);
-  WorkPtr arriving = backend.broadcast(detail::storage_bytes(buffer, 0, length), root);
+  WorkPtr arriving = collectives.broadcast(detail::storage_bytes(buffer, 0, length), root);
   auto registry = LayoutRegistry::of(group);
   return Work::then(std::move(arriving), [target = &tree, mine, sent, buffer, device, root, registry] {
     receive_broadcast(*target, mine, sent, buffer, device, root, *registry);

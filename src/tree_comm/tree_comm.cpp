@@ -1,5 +1,5 @@
 // TensorTree's point-to-point methods: send/recv/isend/irecv and init_remote/from_remote_init, over
-// dist_ops and the Backend interface (no MPI or NCCL here). Wire format: transfer.hpp.
+// dist_ops and the PeerTransport interface (no MPI or NCCL here). Wire format: transfer.hpp.
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,7 +31,9 @@ void check_peer(int peer, const char* name, const Group& group, std::string_view
 WorkPtr post_consolidated(const Outgoing& out, Device device, int dst, const Group& group, int tag) {
   const std::uint64_t total = out.schema->total_bytes();
   detail::write_wire_header({out.schema->fingerprint(), total, 0}, out.buffer->data() + total, device);
-  return group.transport(dst, device).send(detail::storage_bytes(out.buffer, 0, total + kWireHeaderBytes), dst, tag);
+  const Tensor message = detail::storage_bytes(out.buffer, 0, total + kWireHeaderBytes);
+  return dist::detail::post_to_peer(group, dst, device, "send",
+                                    [&](PeerTransport& on) { return on.send(message, dst, tag); });
 }
 
 // The leaves with bytes, in layout order: the order both ends agree on whatever their insertion order.
@@ -55,16 +57,17 @@ std::string layout_text(std::uint64_t fingerprint, std::uint64_t bytes) {
 
 // A consolidated receive: complete once the message has arrived, its wire header matched the
 // expected layout, and `deliver` has moved the payload where it belongs. A message of the wrong
-// length is SchemaMismatch too (the backend found it; its text says by how much).
+// length is SchemaMismatch too (the transport found it; its text says by how much).
 using Deliver = std::function<void(const StoragePtr&)>;
 
 WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema> schema, int src, const Group& group,
                           int tag, Deliver deliver) {
   const std::uint64_t total = schema->total_bytes();
   const std::uint64_t length = total + kWireHeaderBytes;
-  WorkPtr transfer =
-      dist::detail::peer_transport(group, src, buffer->device()).recv(detail::storage_bytes(buffer, 0, length), src, tag);
-  // The backend reports a message of the wrong length as InvalidArgument: to the caller it is a
+  const Tensor landing = detail::storage_bytes(buffer, 0, length);
+  WorkPtr transfer = dist::detail::post_to_peer(group, src, buffer->device(), "recv",
+                                                [&](PeerTransport& on) { return on.recv(landing, src, tag); });
+  // The transport reports a message of the wrong length as InvalidArgument: to the caller it is a
   // layout mismatch.
   auto on_error = [schema, src, total](std::exception_ptr error) {
     try {
@@ -147,8 +150,9 @@ void TensorTree::init_remote(int dst, const Group& group, const CommOptions& opt
   dist::detail::check_tag(options.tag, "tag", op);
   const Outgoing out = detail::pack_for_wire(*this, op, kWireHeaderBytes, group);
   // The schema first: the receiver learns from it how long the data message is.
-  const WorkPtr schema_sent =
-      dist::detail::metadata_backend(group).send(bytes_tensor(out.schema->encode()), dst, options.tag);
+  const Tensor schema_bytes = bytes_tensor(out.schema->encode());
+  const WorkPtr schema_sent = dist::detail::post_to_peer(
+      group, dst, Device::cpu(), "send", [&](PeerTransport& on) { return on.send(schema_bytes, dst, options.tag); });
   const WorkPtr data_sent = post_consolidated(out, out.device, dst, group, options.tag);
   schema_sent->wait();
   data_sent->wait();
@@ -158,7 +162,8 @@ TensorTree TensorTree::from_remote_init(int src, const Group& group, const CommO
   constexpr std::string_view op = "from_remote_init";
   check_peer(src, "src", group, op, true);
   dist::detail::check_tag(options.tag, "tag", op);
-  const ReceivedMessage announced = dist::detail::metadata_backend(group).recv_message(src, options.tag);
+  const ReceivedMessage announced =
+      dist::detail::peer_transport(group, src, Device::cpu()).recv_message(src, options.tag);
   const auto* first = static_cast<const std::byte*>(announced.bytes.data_ptr());
   auto schema = std::make_shared<const Schema>(Schema::decode({first, announced.bytes.nbytes()}));
   const Device device = dist::detail::device_of_kind(schema->storage_device());

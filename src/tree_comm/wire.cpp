@@ -116,10 +116,13 @@ StoragePtr spare_buffer(const Group& group, std::size_t nbytes, Device device) {
       nbytes, device, [&] { return Storage::allocate(nbytes, device); });
 }
 
+// In the memory of the transport that takes receives from any member: the shared-memory one where
+// the group has one, which then sends the tree to its peers without a copy; the others send from
+// any memory.
 StoragePtr outgoing_buffer(const Group& group, std::size_t nbytes, Device device) {
   GroupState& state = GroupAccess::require(group);
   return state.attachment<BufferPool<ForSending>>().take(
-      nbytes, device, [&] { return state.backend(device).allocate_message_buffer(nbytes, device); });
+      nbytes, device, [&] { return state.any_source(device).allocate_message_buffer(nbytes, device); });
 }
 
 Tensor storage_bytes(const StoragePtr& storage, std::size_t offset, std::size_t nbytes) {

@@ -69,15 +69,37 @@ TEST_CASE("threads of one process reach each other through the node-local shared
   }
 }
 
-TEST_CASE("HostTransport::Mpi serves an in-process group with the in-process backend for every peer") {
+TEST_CASE("the shared-memory transport is a peer transport only: the group's collectives run on the in-process "
+          "engine, and the shared-memory transport refuses a peer it does not serve") {
+  PerRank<std::vector<std::string>> names(3);
+  PerRank<std::string> refusal(3);
+  run_ranks(3, [&](const Group& group) {
+    names[group.rank()].push_back(std::string(group.collectives(Device::cpu()).name()));
+    names[group.rank()].push_back(std::string(group.any_source_transport(Device::cpu()).name()));
+    // The own rank is the in-process engine's: the shared-memory transport of a peer refuses it.
+    PeerTransport& shared = group.transport((group.rank() + 1) % group.size(), Device::cpu());
+    refusal[group.rank()] = error_of([&] {
+      shared.send(Tensor::full({2}, 1.0 + group.rank()), group.rank(), 5);
+    });
+  }, with_host_transport(HostTransport::Auto));
+  for (int rank = 0; rank < 3; ++rank) {
+    INFO("rank " << rank);
+    CHECK(names[rank] == std::vector<std::string>{"in-process", "shared memory (memfd)"});
+    CHECK_THAT(refusal[rank], Catch::Contains("send with rank " + std::to_string(rank)) &&
+                                  Catch::Contains("not served through this node's memory"));
+  }
+}
+
+TEST_CASE("HostTransport::Mpi serves an in-process group with the in-process engine for every peer") {
   PerRank<std::vector<std::string>> names(3);
   run_ranks(3, [&](const Group& group) {
     for (int peer = 0; peer < group.size(); ++peer) {
       names[group.rank()].push_back(std::string(group.transport(peer, Device::cpu()).name()));
     }
-    names[group.rank()].push_back(std::string(group.backend(Device::cpu()).name()));
+    names[group.rank()].push_back(std::string(group.collectives(Device::cpu()).name()));
+    names[group.rank()].push_back(std::string(group.any_source_transport(Device::cpu()).name()));
   }, with_host_transport(HostTransport::Mpi));
-  for (int rank = 0; rank < 3; ++rank) CHECK(names[rank] == std::vector<std::string>(4, "in-process"));
+  for (int rank = 0; rank < 3; ++rank) CHECK(names[rank] == std::vector<std::string>(5, "in-process"));
 }
 
 TEST_CASE("point to point between threads keeps each sender's messages in order on a tag, over either transport") {

@@ -3,6 +3,7 @@
 // in-process backend alone. Every element of every leaf is checked (tests/dist/tree_values.hpp).
 #include <catch2/catch.hpp>
 
+#include <latch>
 #include <string>
 #include <vector>
 
@@ -132,17 +133,23 @@ TEST_CASE("in-process tree broadcast, all_gather and all_reduce give every rank 
 }
 
 TEST_CASE("in-process: a rank in a collective still takes the node-local frames its posted receives wait for") {
-  run(HostTransport::Auto, 2, [](const Group& group) {
+  // Rank 0 sends only once rank 1's receive is posted, so that no frame is taken when it is posted.
+  std::latch receive_posted(1);
+  run(HostTransport::Auto, 2, [&receive_posted](const Group& group) {
     // Rank 0 waits on its send before the barrier; rank 1 joins the barrier before it waits on its
     // receive. The send completes only once rank 1 took the tree, which it does inside the barrier.
     if (group.rank() == 0) {
-      const TensorTree outgoing = make_tree(trajectory(), {kB}, 0, 9).consolidate();
+      // Not consolidated: packed into the shared-memory transport's memory, which rank 1 reads in
+      // place, so the send completes only on rank 1's acknowledgement.
+      const TensorTree outgoing = make_tree(trajectory(), {kB}, 0, 9);
+      receive_posted.wait();
       outgoing.isend(1, group, {.tag = 9})->wait();
       dist::barrier(group);
       return;
     }
     TensorTree incoming = zeros_tree(trajectory(), {kB});
     const WorkPtr received = incoming.irecv(0, group, {.tag = 9});
+    receive_posted.count_down();
     dist::barrier(group);
     received->wait();
     expect_tree(incoming, 0, 9, "irecv across a barrier", 1);

@@ -97,7 +97,7 @@ void survive(const DistributedContext& context, const Group& survivors, int vict
     // From the memory the transport sends from as it is (as a tree send packs into), so that the
     // send waits for its receiver over shared memory too: a plain tensor would be copied out and
     // sent eagerly there, completing without the peer.
-    const Tensor payload(world.backend(Device::cpu()).allocate_message_buffer(8 << 17, Device::cpu()), 0,
+    const Tensor payload(world.transport(victim, Device::cpu()).allocate_message_buffer(8 << 17, Device::cpu()), 0,
                          DType::Int64, {1 << 17}, {});
     payload.copy_(rank_values(rank, 1 << 17));
     dist::send(payload, victim, world);

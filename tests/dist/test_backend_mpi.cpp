@@ -33,6 +33,11 @@ using namespace std::chrono_literals;
 namespace {
 
 // The communicator of a group made by a DistributedContext (whose bootstrap is MPI's).
+// The group's own MPI engine: the transport of its own rank (shared memory may serve the others).
+detail::Engine& engine_of(const Group& group) {
+  return dynamic_cast<detail::Engine&>(group.transport(group.rank(), Device::cpu()));
+}
+
 MPI_Comm mpi_comm_of(const Group& group) {
   return dynamic_cast<detail::MpiBootstrap&>(detail::GroupAccess::require(group).bootstrap()).comm();
 }
@@ -164,7 +169,7 @@ Value reduced(ReduceOp op, DType dtype, int size, const std::function<Value(int)
 
 struct TestedBackend {
   std::string name;
-  Backend* backend;
+  detail::Engine* backend;
 };
 
 struct Scope {
@@ -193,7 +198,7 @@ class Fixture {
   }
 
   const DistributedContext& context() const { return context_; }
-  Backend& world() const { return context_.world().backend(Device::cpu()); }
+  detail::Engine& world() const { return engine_of(context_.world()); }
 
   // Runs `test(backend)` for every backend of every group this rank belongs to.
   template <class Test>
@@ -217,7 +222,7 @@ class Fixture {
   void add(std::string name, const Group& group) {
     Scope scope{std::move(name), group, {}};
     if (group.is_member()) {
-      Backend& own = group.backend(Device::cpu());
+      detail::Engine& own = engine_of(group);
       lowered_.push_back(
           std::make_unique<detail::MpiBackend>(mpi_comm_of(group), detail::MpiBackendOptions{kLoweredMaxCount}));
       staged_.push_back(std::make_unique<detail::StagedBackend>(own));
@@ -231,12 +236,12 @@ class Fixture {
   DistributedContext context_;
   std::optional<DeviceMesh> mesh_;
   std::vector<Scope> scopes_;
-  std::vector<std::unique_ptr<Backend>> lowered_;
-  std::vector<std::unique_ptr<Backend>> staged_;
+  std::vector<std::unique_ptr<detail::Engine>> lowered_;
+  std::vector<std::unique_ptr<detail::Engine>> staged_;
 };
 
 // Non-zero roots where the group has them: the last rank, and rank 1 of groups of three or more.
-std::vector<int> roots_of(const Backend& backend) {
+std::vector<int> roots_of(const detail::Engine& backend) {
   std::vector<int> roots{backend.size() - 1};
   if (backend.size() >= 3) roots.push_back(1);
   return roots;
@@ -291,7 +296,7 @@ ValueAt pair_values(int from, int to, std::int64_t offset = 0) {
 // ---- collectives -----------------------------------------------------------------------------------
 
 TEST_CASE("backend: broadcast from a non-zero root delivers the root's values of every dtype", "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     for (const int root : roots_of(backend)) {
       for (const DType dtype : kAllDTypes) {
         INFO("root " << root << ", " << dtype_name(dtype));
@@ -304,7 +309,7 @@ TEST_CASE("backend: broadcast from a non-zero root delivers the root's values of
 }
 
 TEST_CASE("backend: all_reduce combines every rank's values with every reduce op", "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     for (const ReduceCase& c : reduce_cases()) {
       INFO(dtype_name(c.dtype) << " " << reduce_op_name(c.op));
       const Tensor tensor = make_tensor({kElements}, c.dtype, contributions_of(c.dtype, c.op, backend.rank()));
@@ -316,7 +321,7 @@ TEST_CASE("backend: all_reduce combines every rank's values with every reduce op
 
 TEST_CASE("backend: reduce leaves the result on a non-zero root and the other ranks' tensors untouched",
           "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     const int root = backend.size() - 1;
     for (const ReduceCase& c : reduce_cases()) {
       INFO(dtype_name(c.dtype) << " " << reduce_op_name(c.op) << " to root " << root);
@@ -330,7 +335,7 @@ TEST_CASE("backend: reduce leaves the result on a non-zero root and the other ra
 }
 
 TEST_CASE("backend: reduce_scatter gives rank r block r reduced over every rank", "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     for (const ReduceCase& c : reduce_cases()) {
       INFO(dtype_name(c.dtype) << " " << reduce_op_name(c.op));
       const Tensor input =
@@ -343,7 +348,7 @@ TEST_CASE("backend: reduce_scatter gives rank r block r reduced over every rank"
 }
 
 TEST_CASE("backend: all_gather puts rank r's values in block r on every rank", "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     for (const DType dtype : {DType::Float32, DType::Int64, DType::BFloat16, DType::Bool, DType::Complex128}) {
       INFO(dtype_name(dtype));
       const Tensor input = make_tensor({kElements}, dtype, contributions_of(dtype, ReduceOp::Sum, backend.rank()));
@@ -358,7 +363,7 @@ TEST_CASE("backend: all_gather puts rank r's values in block r on every rank", "
 }
 
 TEST_CASE("backend: all_gather accepts an input that is already this rank's block of the output", "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     const Tensor output = make_tensor({backend.size(), kElements}, DType::Int32,
                                       [&](std::int64_t i) { return pair_value(backend.rank(), 0, i % kElements); });
     backend.all_gather(output, output.select(0, backend.rank()))->wait();
@@ -370,7 +375,7 @@ TEST_CASE("backend: all_gather accepts an input that is already this rank's bloc
 }
 
 TEST_CASE("backend: gather collects every rank's block on a non-zero root only", "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     for (const int root : roots_of(backend)) {
       INFO("root " << root);
       const Tensor input = make_tensor({kElements}, DType::Float64, pair_values(backend.rank(), root));
@@ -387,7 +392,7 @@ TEST_CASE("backend: gather collects every rank's block on a non-zero root only",
 }
 
 TEST_CASE("backend: scatter from a non-zero root gives rank r block r", "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     for (const int root : roots_of(backend)) {
       INFO("root " << root);
       const bool is_root = backend.rank() == root;
@@ -409,7 +414,7 @@ TEST_CASE("backend: all_to_all with uneven and empty blocks routes block r to ra
   // Rank `from` sends (from + 2 to) % 3 * 3 elements to rank `to`: 0, 3 or 6 (above the lowered
   // max_count, and every count differs between some pair).
   auto count_between = [](int from, int to) { return static_cast<std::int64_t>((from + 2 * to) % 3 * 3); };
-  Fixture().for_each_backend([&](Backend& backend) {
+  Fixture().for_each_backend([&](detail::Engine& backend) {
     const int me = backend.rank();
     std::vector<std::int64_t> input_counts;
     std::vector<std::int64_t> output_counts;
@@ -437,7 +442,7 @@ TEST_CASE("backend: all_to_all with uneven and empty blocks routes block r to ra
 }
 
 TEST_CASE("backend: barrier completes on every member", "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     const WorkPtr work = backend.barrier();
     work->wait();
     CHECK(work->is_completed());
@@ -447,7 +452,7 @@ TEST_CASE("backend: barrier completes on every member", "[mpi][backend]") {
 // ---- point to point ----------------------------------------------------------------------------------
 
 TEST_CASE("backend: send and recv around a ring deliver the left neighbour's values", "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     const int size = backend.size();
     const int me = backend.rank();
     const int right = (me + 1) % size;
@@ -464,7 +469,7 @@ TEST_CASE("backend: send and recv around a ring deliver the left neighbour's val
 }
 
 TEST_CASE("backend: batch_p2p exchanges a tensor with every other rank in one Work", "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     const int me = backend.rank();
     std::vector<P2POp> ops;
     std::vector<Tensor> received(static_cast<std::size_t>(backend.size()));
@@ -485,7 +490,7 @@ TEST_CASE("backend: batch_p2p exchanges a tensor with every other rank in one Wo
 }
 
 TEST_CASE("backend: a receive from any source reports the rank whose values arrived", "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     const int receiver = backend.size() - 1;
     const int me = backend.rank();
     // The backends of one group share its communicator: the barrier keeps the next backend's
@@ -514,7 +519,7 @@ TEST_CASE("backend: a receive from any source reports the rank whose values arri
 
 TEST_CASE("backend: source_rank of a receive from a named rank or of a collective is NotSupported",
           "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     const int me = backend.rank();
     const int size = backend.size();
     const Tensor received = Tensor::zeros({3}, {DType::Int16});
@@ -530,7 +535,7 @@ TEST_CASE("backend: source_rank of a receive from a named rank or of a collectiv
 
 TEST_CASE("backend: a message shorter than the receiving tensor is an InvalidArgument on wait", "[mpi][backend]") {
   const Fixture fixture;
-  Backend& world = fixture.world();
+  detail::Engine& world = fixture.world();
   if (world.rank() == 0) {
     world.send(make_tensor({7}, DType::Float32, pair_values(0, 1)), 1, 77)->wait();
   } else if (world.rank() == 1) {
@@ -545,7 +550,7 @@ TEST_CASE("backend: a message shorter than the receiving tensor is an InvalidArg
 TEST_CASE("backend: a message longer than the receiving tensor is InvalidArgument, as a shorter one is",
           "[mpi][backend]") {
   const Fixture fixture;
-  Backend& world = fixture.world();
+  detail::Engine& world = fixture.world();
   const int sender = world.size() - 1;
   if (world.rank() == sender) {
     world.send(make_tensor({9}, DType::Float32, pair_values(sender, 0)), 0, 78)->wait();
@@ -566,7 +571,7 @@ TEST_CASE("backend: the staging decorator moves CUDA tensors through pinned host
   const Fixture fixture;
   const DistributedContext& context = fixture.context();
   const Device device = context.device();
-  detail::StagedBackend staged(context.world().backend(Device::cpu()));
+  detail::StagedBackend staged(engine_of(context.world()));
   const int me = staged.rank();
   const int size = staged.size();
   const int root = size - 1;
@@ -589,7 +594,7 @@ TEST_CASE("backend: the staging decorator moves CUDA tensors through pinned host
 // ---- asynchronous completion -------------------------------------------------------------------------
 
 TEST_CASE("backend: several operations in flight complete when waited for in reverse order", "[mpi][backend][async]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     const int me = backend.rank();
     const int size = backend.size();
     const int root = size - 1;
@@ -620,7 +625,7 @@ TEST_CASE("backend: several operations in flight complete when waited for in rev
 TEST_CASE("backend: wait with a timeout on a receive nobody sends throws Timeout, and the Work can be dropped",
           "[mpi][backend][async]") {
   const Fixture fixture;
-  Backend& world = fixture.world();
+  detail::Engine& world = fixture.world();
   const Tensor never_filled = make_tensor({kElements}, DType::Float32, [](std::int64_t) { return Value(5.0); });
   {
     const WorkPtr work = world.recv(never_filled, (world.rank() + 1) % world.size(), 4242);
@@ -649,7 +654,7 @@ TEST_CASE("backend: reductions MPI cannot perform are NotSupported, naming dtype
       {DType::Complex64, ReduceOp::Min},      {DType::Complex128, ReduceOp::Max},
       {DType::Bool, ReduceOp::Avg},
   };
-  Fixture().for_each_backend([&](Backend& backend) {
+  Fixture().for_each_backend([&](detail::Engine& backend) {
     for (const Unsupported& c : cases) {
       const std::string dtype(dtype_name(c.dtype));
       const std::string op(reduce_op_name(c.op));
@@ -666,7 +671,7 @@ TEST_CASE("backend: reductions MPI cannot perform are NotSupported, naming dtype
 
 TEST_CASE("backend: arguments that would overrun a buffer are InvalidArgument before anything is sent",
           "[mpi][backend]") {
-  Fixture().for_each_backend([](Backend& backend) {
+  Fixture().for_each_backend([](detail::Engine& backend) {
     const int size = backend.size();
     const Tensor input = Tensor::full({4}, 2.0, {DType::Float32});
     CHECK_THROWS_AS(backend.all_gather(Tensor::zeros({size * 4 + 1}, {DType::Float32}), input), InvalidArgument);
@@ -681,6 +686,6 @@ TEST_CASE("backend: arguments that would overrun a buffer are InvalidArgument be
   });
   // The staging decorator packs any layout; MPI itself takes contiguous host memory only.
   const Fixture fixture;
-  Backend& world = fixture.world();
+  detail::Engine& world = fixture.world();
   CHECK_THROWS_WITH(world.broadcast(Tensor::full({2, 2}, 2.0).transpose(0, 1), 0), Catch::Contains("not contiguous"));
 }

@@ -42,7 +42,7 @@ std::vector<int> all_ranks_gathered(int value) {
 // The value of an int tensor element moved through `group` by an all_reduce.
 int summed_over(const Group& group, int value) {
   const Tensor tensor = Tensor::full({1}, value, {DType::Int32});
-  group.backend(Device::cpu()).all_reduce(tensor, ReduceOp::Sum)->wait();
+  group.collectives(Device::cpu()).all_reduce(tensor, ReduceOp::Sum)->wait();
   return tensor.data<std::int32_t>()[0];
 }
 
@@ -121,7 +121,7 @@ TEST_CASE("context: new_group ranks members in the order listed and excludes the
   if (position == members.end()) {
     CHECK_FALSE(group.is_member());
     CHECK(group.rank() == -1);
-    CHECK_THROWS_AS(group.backend(Device::cpu()), InvalidArgument);
+    CHECK_THROWS_AS(group.collectives(Device::cpu()), InvalidArgument);
     return;
   }
   CHECK(group.rank() == static_cast<int>(position - members.begin()));
@@ -154,13 +154,13 @@ TEST_CASE("context: an empty Group has no rank, no members and no backend", "[mp
   CHECK(empty.size() == 0);
   CHECK(empty.world_ranks().empty());
   CHECK_FALSE(empty.is_member());
-  CHECK_THROWS_AS(empty.backend(Device::cpu()), InvalidArgument);
+  CHECK_THROWS_AS(empty.collectives(Device::cpu()), InvalidArgument);
 }
 
 TEST_CASE("context: a CUDA backend is NotSupported where no GPU is present", "[mpi][context]") {
   if (cuda_device_count() > 0) return;  // the GPU suites cover CUDA backends
   const DistributedContext context;
-  CHECK_THROWS_AS(context.world().backend(Device::cuda(0)), NotSupported);
+  CHECK_THROWS_AS(context.world().collectives(Device::cuda(0)), NotSupported);
 }
 
 TEST_CASE("context: a mesh lays ranks out in C order with one group per dimension", "[mpi][context]") {

@@ -74,7 +74,7 @@ TEST_CASE("Group::abort releases a waiting thread with the reason and refuses la
   const Group& world = context().world();
   // Large enough, and in the memory the group's transport sends from as it is, that the send
   // waits for its receive (no eager delivery) over MPI and over shared memory alike.
-  const Tensor payload(group.backend(Device::cpu()).allocate_message_buffer(8 << 17, Device::cpu()), 0,
+  const Tensor payload(group.transport(1, Device::cpu()).allocate_message_buffer(8 << 17, Device::cpu()), 0,
                        DType::Int64, {1 << 17}, {});
   payload.copy_(make_tensor({1 << 17}, DType::Int64, values_of(group.rank())));
   if (group.rank() == 0) {

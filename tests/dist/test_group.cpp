@@ -200,7 +200,7 @@ TEST_CASE("group: recv_message from a peer that sends nothing throws Timeout wit
   const DistributedContext context(GroupOptions{.timeout = 500ms});
   const Group& world = context.world();
   const int peer = right_neighbour(world_rank());
-  const std::string message = timeout_of([&] { world.backend(Device::cpu()).recv_message(peer, 92); }, 500ms);
+  const std::string message = timeout_of([&] { world.transport(peer, Device::cpu()).recv_message(peer, 92); }, 500ms);
   CHECK(message.find("recv_message with rank " + std::to_string(peer)) != std::string::npos);
   CHECK(message.find("500 ms") != std::string::npos);
   test::barrier();
@@ -243,18 +243,19 @@ TEST_CASE("group: attachments are one object per group, shared by its copies, di
 }
 
 TEST_CASE("group: with HostTransport::Mpi the transport table serves every peer of a CPU group with MPI, the "
-          "collectives' backend",
+          "collectives' engine",
           "[mpi][group]") {
   const DistributedContext context;
   std::vector<int> everyone(static_cast<std::size_t>(context.size()));
   std::iota(everyone.begin(), everyone.end(), 0);
   const Group world = context.new_group(everyone, {.host_transport = HostTransport::Mpi});
-  Backend& collectives = world.backend(Device::cpu());
-  CHECK(collectives.name() == "mpi");
+  CHECK(world.collectives(Device::cpu()).name() == "mpi");
+  PeerTransport& any_source = world.any_source_transport(Device::cpu());
+  CHECK(any_source.name() == "mpi");
   for (int peer = 0; peer < world.size(); ++peer) {
-    Backend& transport = world.transport(peer, Device::cpu());
+    PeerTransport& transport = world.transport(peer, Device::cpu());
     CHECK(transport.name() == "mpi");
-    CHECK(&transport == &collectives);
+    CHECK(&transport == &any_source);
     CHECK(transport.capabilities().host_memory);
   }
   CHECK_THROWS_AS(world.transport(-1, Device::cpu()), InvalidArgument);
@@ -281,9 +282,10 @@ TEST_CASE("group: with HostTransport::SharedMemory the other ranks of this node 
     CHECK(std::string(group.transport(peer, Device::cpu()).name()) ==
           (peer == group.rank() ? "mpi" : "shared memory (memfd)"));
   }
-  // The collectives' backend forwards collectives to MPI and tells frames from plain messages for
-  // receives from any source.
-  if (group.size() > 1) CHECK(std::string(group.backend(Device::cpu()).name()) == "shared memory (memfd)");
+  // The collectives are MPI's; the shared-memory transport takes receives from any source, telling
+  // frames from plain messages.
+  CHECK(std::string(group.collectives(Device::cpu()).name()) == "mpi");
+  if (group.size() > 1) CHECK(std::string(group.any_source_transport(Device::cpu()).name()) == "shared memory (memfd)");
 }
 
 TEST_CASE("group: the agreement round passes equal values and names the ranks that differ", "[mpi][group]") {

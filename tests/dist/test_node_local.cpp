@@ -329,7 +329,7 @@ TEST_CASE("node-local: frames a hostile peer makes up fail the receive with a ty
          {detail::FrameKind::Streamed, bytes, detail::kProgressBytes, 108, streamed.handle},
          true},
     };
-    Backend& raw = group.transport(group.rank(), Device::cpu());
+    PeerTransport& raw = group.transport(group.rank(), Device::cpu());
     for (const HostileFrame& hostile : frames) {
       INFO(hostile.what);
       Tensor message = Tensor::zeros({static_cast<std::int64_t>(detail::kFrameHeaderBytes)}, {DType::UInt8});
@@ -496,7 +496,7 @@ TEST_CASE("node-local: a streamed payload its sender stops writing fails the rec
     detail::encode_frame({detail::FrameKind::Streamed, static_cast<std::uint64_t>(kBytes), detail::kProgressBytes, 201,
                           region.handle},
                          static_cast<std::byte*>(message.data_ptr()));
-    Backend& raw = group.transport(group.rank(), Device::cpu());
+    PeerTransport& raw = group.transport(group.rank(), Device::cpu());
     raw.send(message, 0, kTag)->wait();
     const Tensor ack = Tensor::zeros({static_cast<std::int64_t>(detail::kAckBytes)}, {DType::UInt8});
     // The refusal comes once the receiver's wait ran out: later than this group's timeout allows.

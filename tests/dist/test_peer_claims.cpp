@@ -147,7 +147,7 @@ TEST_CASE("peer claims: from_remote_init refuses a schema of a huge but consiste
     }
     if (world.rank() == sender) {
       // The schema alone: no data message follows, so nothing is left waiting.
-      dist::detail::metadata_backend(world).send(bytes_tensor(schema->encode()), 0, tag)->wait();
+      world.transport(0, Device::cpu()).send(bytes_tensor(schema->encode()), 0, tag)->wait();
     } else if (world.rank() == 0) {
       const std::string error = error_of<CorruptData>([&] { TensorTree::from_remote_init(sender, world, {.tag = tag}); });
       CHECK_THAT(error, Catch::Contains("from_remote_init") && Catch::Contains("rank " + std::to_string(sender)) &&
@@ -173,7 +173,7 @@ TEST_CASE("peer claims: broadcast into an empty tree refuses an announcement of 
     INFO("payload " << words[3] << ", schema " << words[4]);
     if (world.rank() == root) {
       // The announcement alone, no data round after it.
-      dist::detail::metadata_backend(world).broadcast(dist::detail::int64_tensor(words), root)->wait();
+      dist::detail::metadata_collectives(world).broadcast(dist::detail::int64_tensor(words), root)->wait();
       continue;
     }
     // Rank 0 holds a tree of another layout, which does not expect this one either: the limit
@@ -197,7 +197,7 @@ TEST_CASE("peer claims: broadcast into an empty tree refuses an announcement of 
   const auto announced_fingerprint = static_cast<std::int64_t>(root_tree.schema()->fingerprint());
   const std::int64_t wrong_total = static_cast<std::int64_t>(root_tree.schema()->total_bytes()) + 4096;
   if (world.rank() == root) {
-    dist::detail::metadata_backend(world)
+    dist::detail::metadata_collectives(world)
         .broadcast(dist::detail::int64_tensor(std::vector<std::int64_t>{1, 0, announced_fingerprint, wrong_total, 0}),
                    root)
         ->wait();
@@ -226,7 +226,7 @@ TEST_CASE("peer claims: a shape header of 2^40 bytes fails the variadic gathers 
       // The header round alone: every other rank sees the claim and refuses before any data moves.
       const Tensor received = Tensor::empty(
           {world.size(), static_cast<std::int64_t>(dist::detail::kHeaderWords)}, {DType::Int64});
-      dist::detail::metadata_backend(world).all_gather(received, dist::detail::int64_tensor(header))->wait();
+      dist::detail::metadata_collectives(world).all_gather(received, dist::detail::int64_tensor(header))->wait();
       continue;
     }
     const std::string error = error_of<CorruptData>([&] {
@@ -249,7 +249,7 @@ TEST_CASE("peer claims: object payload sizes of 2^60 bytes are refused before al
   const Tensor size = dist::detail::int64_tensor(std::vector<std::int64_t>{huge});
   // recv_object: the size message alone.
   if (world.rank() == peer) {
-    dist::detail::metadata_backend(world).send(size, 0, 310)->wait();
+    world.transport(0, Device::cpu()).send(size, 0, 310)->wait();
   } else if (world.rank() == 0) {
     CHECK_THAT(error_of<CorruptData>([&] { dist::recv_object<std::vector<int>>(peer, world, {.tag = 310}); }),
                Catch::Contains("recv_object") && Catch::Contains("rank " + std::to_string(peer)) &&
@@ -257,7 +257,7 @@ TEST_CASE("peer claims: object payload sizes of 2^60 bytes are refused before al
   }
   // broadcast_object: the size round alone, seen by every receiver.
   if (world.rank() == peer) {
-    dist::detail::metadata_backend(world).broadcast(size, peer)->wait();
+    dist::detail::metadata_collectives(world).broadcast(size, peer)->wait();
   } else {
     std::vector<int> value;
     CHECK_THAT(error_of<CorruptData>([&] { dist::broadcast_object(value, peer, world); }),
@@ -278,7 +278,7 @@ TEST_CASE("peer claims: a lower limit refuses a normal tree; a higher one lets i
 
   // The strict group: the schema of a normal tree alone (its data would never be taken).
   if (world.rank() == sender) {
-    dist::detail::metadata_backend(strict).send(bytes_tensor(sent.schema()->encode()), 0, 320)->wait();
+    strict.transport(0, Device::cpu()).send(bytes_tensor(sent.schema()->encode()), 0, 320)->wait();
   } else if (world.rank() == 0) {
     CHECK_THAT(error_of<CorruptData>([&] { TensorTree::from_remote_init(sender, strict, {.tag = 320}); }),
                Catch::Contains(std::to_string(claimed)) && Catch::Contains(std::to_string(64 * 1024)));
@@ -287,7 +287,7 @@ TEST_CASE("peer claims: a lower limit refuses a normal tree; a higher one lets i
   if (world.rank() == sender) {
     const std::vector<std::int64_t> words{1, 0, static_cast<std::int64_t>(sent.schema()->fingerprint()),
                                           static_cast<std::int64_t>(sent.schema()->total_bytes()), 0};
-    dist::detail::metadata_backend(strict).broadcast(dist::detail::int64_tensor(words), sender)->wait();
+    dist::detail::metadata_collectives(strict).broadcast(dist::detail::int64_tensor(words), sender)->wait();
   } else {
     TensorTree empty;
     CHECK_THAT(error_of<CorruptData>([&] { empty.broadcast(sender, strict); }),

@@ -21,7 +21,11 @@ constexpr std::size_t kChunkBytes = 27;
 constexpr auto kChunkLength = static_cast<std::int64_t>(kChunkBytes);
 constexpr std::int64_t kElements = 301;  // 1204 float32 bytes: 45 chunks
 
-Backend& host_backend() { return context().world().backend(Device::cpu()); }
+// The world's MPI engine: the transport of the own rank (shared memory may serve the others).
+detail::Engine& host_backend() {
+  const Group& world = context().world();
+  return dynamic_cast<detail::Engine&>(world.transport(world.rank(), Device::cpu()));
+}
 
 detail::StagedBackend staged_backend() { return detail::StagedBackend(host_backend(), {.chunk_bytes = kChunkBytes}); }
 

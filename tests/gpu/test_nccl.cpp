@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "comm/engine.hpp"
 #include "transport/nccl/nccl_backend.hpp"
 #include "transport/nccl/nccl_check.hpp"  // TT_NCCL_HAS_*: which dtypes this NCCL reduces
-#include "tensortree/backend.hpp"
 #include "tensortree/device.hpp"
 #include "tensortree/dtype.hpp"
 #include "tensortree/error.hpp"
@@ -42,7 +42,7 @@ constexpr std::array kAllOps = {ReduceOp::Sum,       ReduceOp::Product,   Reduce
                                 ReduceOp::Max,       ReduceOp::Avg,       ReduceOp::BitwiseAnd,
                                 ReduceOp::BitwiseOr, ReduceOp::BitwiseXor};
 
-std::unique_ptr<Backend> world_of_one() {
+std::unique_ptr<detail::Engine> world_of_one() {
   return detail::make_nccl_backend(0, 1, 0, kTestTimeout, [](std::span<std::byte>) {});
 }
 
@@ -110,7 +110,7 @@ void require_not_supported(Call&& call, DType dtype, ReduceOp op) {
   }
 }
 
-using ReductionCall = std::function<WorkPtr(Backend&, const Tensor& output, const Tensor& input, ReduceOp)>;
+using ReductionCall = std::function<WorkPtr(detail::Engine&, const Tensor& output, const Tensor& input, ReduceOp)>;
 
 // At world size 1 a reduction leaves the values as they were: exactly, for every supported pair
 // (AVG divides by 1). `in_place` operations get the input as their output.
@@ -251,21 +251,21 @@ TEST_CASE("barrier completes at world size 1") {
 // ---- reductions: the support matrix --------------------------------------------------------------
 
 TEST_CASE("all_reduce, every dtype and op: exact where NCCL reduces, NotSupported naming both elsewhere") {
-  const auto all_reduce = [](Backend& nccl, const Tensor& tensor, const Tensor&, ReduceOp op) {
+  const auto all_reduce = [](detail::Engine& nccl, const Tensor& tensor, const Tensor&, ReduceOp op) {
     return nccl.all_reduce(tensor, op);
   };
   check_every_dtype_and_op(all_reduce, true);
 }
 
 TEST_CASE("reduce to root 0, every dtype and op: exact where NCCL reduces, NotSupported elsewhere") {
-  const auto reduce = [](Backend& nccl, const Tensor& tensor, const Tensor&, ReduceOp op) {
+  const auto reduce = [](detail::Engine& nccl, const Tensor& tensor, const Tensor&, ReduceOp op) {
     return nccl.reduce(tensor, 0, op);
   };
   check_every_dtype_and_op(reduce, true);
 }
 
 TEST_CASE("reduce_scatter with every dtype and op writes the reduced block, NotSupported elsewhere") {
-  const auto reduce_scatter = [](Backend& nccl, const Tensor& output, const Tensor& input, ReduceOp op) {
+  const auto reduce_scatter = [](detail::Engine& nccl, const Tensor& output, const Tensor& input, ReduceOp op) {
     return nccl.reduce_scatter(output, input, op);
   };
   check_every_dtype_and_op(reduce_scatter, false);

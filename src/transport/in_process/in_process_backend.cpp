@@ -144,7 +144,7 @@ void InProcessBackend::abort(const std::string& reason) {
 
 bool is_in_process(const Bootstrap& bootstrap) { return dynamic_cast<const InProcessBootstrap*>(&bootstrap) != nullptr; }
 
-std::shared_ptr<Backend> make_in_process_backend(Bootstrap& bootstrap, std::chrono::milliseconds timeout,
+std::shared_ptr<Engine> make_in_process_backend(Bootstrap& bootstrap, std::chrono::milliseconds timeout,
                                                  std::uint64_t max_message_bytes) {
   auto* in_process = dynamic_cast<InProcessBootstrap*>(&bootstrap);
   if (!in_process) throw NotSupported("the in-process backend needs an in-process bootstrap");

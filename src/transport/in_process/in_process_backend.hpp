@@ -1,4 +1,5 @@
-// InProcessBackend: the Backend between the threads of one in-process group (InProcessBootstrap).
+// InProcessBackend: the Collectives and PeerTransport between the threads of one in-process group
+// (InProcessBootstrap).
 // Point to point goes through the receivers' mailboxes (transport/in_process/mailbox.hpp: MPI's
 // matching, eager sends); every collective is PairCollectives over the same mailboxes, on a
 // channel of their own. Host memory only. Several backends of one group (the host one, the one a
@@ -16,7 +17,7 @@
 #include "transport/in_process/in_process_store.hpp"
 #include "transport/in_process/in_process_work.hpp"
 #include "transport/in_process/pair_collectives.hpp"
-#include "tensortree/backend.hpp"
+#include "comm/engine.hpp"
 
 namespace tensortree::detail {
 
@@ -39,12 +40,12 @@ struct InProcessEndpoint {
   WorkPtr post(std::span<const P2POp> ops, Channel channel, const char* operation) const;
 };
 
-class InProcessBackend final : public Backend {
+class InProcessBackend final : public Engine {
  public:
   InProcessBackend(std::shared_ptr<InProcessStore> store, int rank, InProcessBackendOptions options);
 
   std::string_view name() const override { return "in-process"; }
-  BackendCapabilities capabilities() const override {
+  TransportCapabilities capabilities() const override {
     return {.any_source = true, .unknown_length_messages = true, .bitwise_reductions = true,
             .host_memory = true, .cuda_memory = false, .ordered_by_posting = false};
   }
@@ -79,7 +80,7 @@ class InProcessBackend final : public Backend {
 bool is_in_process(const Bootstrap& bootstrap);
 // The in-process backend of the group `bootstrap` (an InProcessBootstrap: NotSupported otherwise)
 // belongs to.
-std::shared_ptr<Backend> make_in_process_backend(Bootstrap& bootstrap, std::chrono::milliseconds timeout,
+std::shared_ptr<Engine> make_in_process_backend(Bootstrap& bootstrap, std::chrono::milliseconds timeout,
                                                  std::uint64_t max_message_bytes);
 
 }  // namespace tensortree::detail

@@ -1,5 +1,5 @@
 // The Works of the in-process backend. Each waits on its member's mailbox (a condition variable,
-// not a poll), bounded by the group's timeout and ended by Backend::abort.
+// not a poll), bounded by the group's timeout and ended by the engine's abort.
 #pragma once
 
 #include <chrono>
@@ -12,7 +12,7 @@
 
 #include "comm/abort_signal.hpp"
 #include "transport/in_process/in_process_store.hpp"
-#include "tensortree/backend.hpp"
+#include "tensortree/peer_transport.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "tensortree/backend.hpp"
+#include "tensortree/peer_transport.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {

@@ -76,7 +76,7 @@ class Mailbox {
   // How many messages have arrived so far (read in or out of wait_until's `ready`): a wait for a
   // message that a probe would take waits for this to move.
   std::uint64_t arrivals() const { return arrivals_.load(std::memory_order_acquire); }
-  // Wakes every wait (Backend::abort: the waits check their abort signal).
+  // Wakes every wait (Collectives::abort and PeerTransport::abort: the waits check their abort signal).
   void wake();
 
   // The sequence number of this member's next collective (the tag of its messages): collectives

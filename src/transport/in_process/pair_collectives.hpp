@@ -1,4 +1,4 @@
-// PairCollectives: every collective of Backend written once over point-to-point messages (linear
+// PairCollectives: every collective of Collectives written once over point-to-point messages (linear
 // algorithms: correct and plain rather than fast), for a transport that has only pairs. Each
 // collective is one batch of sends and receives on the transport's collective channel, tagged with
 // the collective's sequence number so that its messages cannot meet another collective's, followed
@@ -12,7 +12,8 @@
 #include <span>
 #include <utility>
 
-#include "tensortree/backend.hpp"
+#include "tensortree/collectives.hpp"
+#include "tensortree/peer_transport.hpp"
 
 namespace tensortree::detail {
 

@@ -23,7 +23,7 @@ std::unique_ptr<Bootstrap> MpiEnvironment::world_bootstrap(std::chrono::millisec
 std::pair<int, int> MpiEnvironment::local_rank_and_size() const { built_without_mpi(); }
 void MpiEnvironment::leave_unfinalized() {}
 
-std::shared_ptr<Backend> make_mpi_backend(Bootstrap&, std::chrono::milliseconds, std::uint64_t) {
+std::shared_ptr<Engine> make_mpi_backend(Bootstrap&, std::chrono::milliseconds, std::uint64_t) {
   built_without_mpi();
 }
 

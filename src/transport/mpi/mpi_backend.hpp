@@ -1,5 +1,5 @@
-// MpiBackend: every Backend operation as a nonblocking MPI call on one communicator, for tensors in
-// host memory. The returned Work holds the requests and everything the transfer reads or writes.
+// MpiBackend: every Collectives and PeerTransport operation as a nonblocking MPI call on one
+// communicator, for tensors in host memory. The returned Work holds the requests and everything the transfer reads or writes.
 #pragma once
 
 #include <mpi.h>
@@ -14,7 +14,7 @@
 #include "core/wait_bounded.hpp"
 #include "transport/mpi/mpi_reductions.hpp"
 #include "transport/mpi/mpi_work.hpp"
-#include "tensortree/backend.hpp"
+#include "comm/engine.hpp"
 
 namespace tensortree::detail {
 
@@ -32,13 +32,13 @@ struct MpiBackendOptions {
   std::uint64_t max_message_bytes = std::uint64_t{1} << 30;
 };
 
-class MpiBackend final : public Backend {
+class MpiBackend final : public Engine {
  public:
   // `comm` is borrowed: its owner (the group) outlives the backend.
   explicit MpiBackend(MPI_Comm comm, MpiBackendOptions options = {});
 
   std::string_view name() const override { return "mpi"; }
-  BackendCapabilities capabilities() const override {
+  TransportCapabilities capabilities() const override {
     return {.any_source = true, .unknown_length_messages = true, .bitwise_reductions = true,
             .host_memory = true, .cuda_memory = false, .ordered_by_posting = false};
   }

@@ -99,7 +99,7 @@ std::pair<int, int> MpiEnvironment::local_rank_and_size() const {
 
 void MpiEnvironment::leave_unfinalized() { state_->session.leave_unfinalized(); }
 
-std::shared_ptr<Backend> make_mpi_backend(Bootstrap& bootstrap, std::chrono::milliseconds timeout,
+std::shared_ptr<Engine> make_mpi_backend(Bootstrap& bootstrap, std::chrono::milliseconds timeout,
                                           std::uint64_t max_message_bytes) {
   auto* mpi = dynamic_cast<MpiBootstrap*>(&bootstrap);
   if (!mpi) throw NotSupported("the MPI transport needs a group whose bootstrap is MPI");

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "comm/bootstrap.hpp"
-#include "tensortree/backend.hpp"
+#include "comm/engine.hpp"
 
 namespace tensortree::detail {
 
@@ -44,7 +44,7 @@ class MpiEnvironment {
 // The MPI transport over the communicator of `bootstrap`, which must be an MPI bootstrap
 // (NotSupported otherwise). `timeout` bounds its waits, `max_message_bytes` its unknown-length
 // receives.
-std::shared_ptr<Backend> make_mpi_backend(Bootstrap& bootstrap, std::chrono::milliseconds timeout,
+std::shared_ptr<Engine> make_mpi_backend(Bootstrap& bootstrap, std::chrono::milliseconds timeout,
                                           std::uint64_t max_message_bytes);
 
 }  // namespace tensortree::detail

@@ -28,7 +28,7 @@ struct WaitLimit {
   const char* operation = "operation";  // a string literal: the backend operation's name
   int peer = -1;                        // the group rank at the other end; -1 for a collective
   std::chrono::milliseconds timeout = kUnbounded;
-  // Raised by Backend::abort: the wait ends at once with BackendError.
+  // Raised by the engine's abort: the wait ends at once with BackendError.
   std::shared_ptr<const AbortSignal> aborted;
 };
 

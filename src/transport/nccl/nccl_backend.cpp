@@ -1,5 +1,5 @@
-// NcclBackend: every Backend operation through one NCCL communicator, on the backend's own CUDA
-// stream. See nccl_backend.hpp for the ordering and completion contract.
+// NcclBackend: every Collectives and PeerTransport operation through one NCCL communicator, on
+// the engine's own CUDA stream. See nccl_backend.hpp for the ordering and completion contract.
 #include "transport/nccl/nccl_backend.hpp"
 
 #include <cuda_runtime_api.h>
@@ -40,14 +40,14 @@ void post(P2POp::Kind kind, void* data, std::size_t bytes, int peer, ncclComm_t 
   }
 }
 
-class NcclBackend final : public Backend {
+class NcclBackend final : public Engine {
  public:
   explicit NcclBackend(std::shared_ptr<NcclState> state)
       : state_(std::move(state)),
         barrier_token_(Tensor::zeros({1}, {DType::UInt8, Device::cuda(state_->device())})) {}
 
   std::string_view name() const override { return "nccl"; }
-  BackendCapabilities capabilities() const override {
+  TransportCapabilities capabilities() const override {
     return {.any_source = false, .unknown_length_messages = false, .bitwise_reductions = false,
             .host_memory = false, .cuda_memory = true, .ordered_by_posting = true};
   }
@@ -273,7 +273,7 @@ void check_arguments(int rank, int size, int device) {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_nccl_backend(
+std::unique_ptr<Engine> make_nccl_backend(
     int rank, int size, int device, std::chrono::milliseconds timeout,
     const std::function<void(std::span<std::byte>)>& broadcast_unique_id) {
   check_arguments(rank, size, device);

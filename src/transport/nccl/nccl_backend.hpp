@@ -1,5 +1,5 @@
-// The NCCL backend: every Backend operation on CUDA tensors of one device, through one NCCL
-// communicator. Free of CUDA and NCCL headers, so the MPI code that bootstraps it needs neither.
+// The NCCL engine: every Collectives and PeerTransport operation on CUDA tensors of one device,
+// through one NCCL communicator. Free of CUDA and NCCL headers, so the MPI code that bootstraps it needs neither.
 //
 // Ordering and completion:
 // - each operation runs on the backend's own CUDA stream, after everything already queued on the
@@ -32,7 +32,7 @@
 #include <memory>
 #include <span>
 
-#include "tensortree/backend.hpp"
+#include "comm/engine.hpp"
 
 namespace tensortree::detail {
 
@@ -41,7 +41,7 @@ namespace tensortree::detail {
 // every rank, in place (MPI_Bcast from rank 0; a no-op when size is 1). Returns once every rank
 // has joined. Waits on its operations throw Timeout after `timeout`. InvalidArgument for a rank,
 // size or device that cannot be; BackendError from NCCL.
-std::unique_ptr<Backend> make_nccl_backend(
+std::unique_ptr<Engine> make_nccl_backend(
     int rank, int size, int device, std::chrono::milliseconds timeout,
     const std::function<void(std::span<std::byte>)>& broadcast_unique_id);
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "tensortree/backend.hpp"
+#include "tensortree/peer_transport.hpp"
 
 namespace tensortree::detail {
 

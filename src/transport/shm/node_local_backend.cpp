@@ -16,7 +16,7 @@
 namespace tensortree::detail {
 
 struct NodeLocalBackend::State {
-  State(std::shared_ptr<ShareableMemory> memory_in, std::shared_ptr<Backend> control_in,
+  State(std::shared_ptr<ShareableMemory> memory_in, std::shared_ptr<PeerTransport> control_in,
         std::vector<std::uint8_t> local_in, NodeLocalOptions options_in)
       : memory(std::move(memory_in)),
         control(std::move(control_in)),
@@ -163,7 +163,7 @@ struct NodeLocalBackend::State {
   }
 
   std::shared_ptr<ShareableMemory> memory;
-  std::shared_ptr<Backend> control;
+  std::shared_ptr<PeerTransport> control;
   std::vector<std::uint8_t> local;
   NodeLocalOptions options;
   OutgoingRegions outgoing;
@@ -265,7 +265,7 @@ class FrameReceive final : public Work {
   int peer_;
 };
 
-// An operation on the fallback backend that settles the frame receives whenever it is polled.
+// Another transport's operation that settles the frame receives whenever it is polled.
 class Progressing final : public Work {
  public:
   Progressing(std::shared_ptr<State> state, WorkPtr inner, const char* operation)
@@ -291,10 +291,9 @@ class Progressing final : public Work {
 
 }  // namespace
 
-NodeLocalBackend::NodeLocalBackend(std::shared_ptr<ShareableMemory> memory, std::shared_ptr<Backend> control,
-                                   std::shared_ptr<Backend> fallback, std::vector<std::uint8_t> local,
-                                   NodeLocalOptions options)
-    : control_(control), fallback_(std::move(fallback)) {
+NodeLocalBackend::NodeLocalBackend(std::shared_ptr<ShareableMemory> memory, std::shared_ptr<PeerTransport> control,
+                                   std::vector<std::uint8_t> local, NodeLocalOptions options)
+    : control_(control) {
   if (static_cast<int>(local.size()) != control->size()) {
     throw InvalidArgument("NodeLocalBackend: " + std::to_string(local.size()) + " peer flags for a group of " +
                           std::to_string(control->size()));
@@ -305,58 +304,30 @@ NodeLocalBackend::NodeLocalBackend(std::shared_ptr<ShareableMemory> memory, std:
 
 bool NodeLocalBackend::is_local(int peer) const { return state_->is_local(peer); }
 
-// Only while receives wait: otherwise the fallback's Work is returned as it is, and keeps what it
-// does when dropped after a Timeout (it is abandoned at once, not waited for again).
-WorkPtr NodeLocalBackend::progressing(WorkPtr work, const char* operation) const {
+void NodeLocalBackend::require_local(int peer, const char* operation) const {
+  if (peer == kAnySource || is_local(peer)) return;
+  throw InvalidArgument(std::string(operation) + " with rank " + std::to_string(peer) + " on " + name_ +
+                        ": that rank is not served through this node's memory (the group gives it another transport)");
+}
+
+// Only while receives wait: otherwise the other transport's Work is returned as it is, and keeps
+// what it does when dropped after a Timeout (it is abandoned at once, not waited for again).
+WorkPtr NodeLocalBackend::progressing(WorkPtr work, const char* operation) {
   if (!state_->incoming.waiting()) return work;
   return std::make_shared<Progressing>(state_, std::move(work), operation);
 }
 
-WorkPtr NodeLocalBackend::broadcast(const Tensor& tensor, int root) {
-  return progressing(fallback_->broadcast(tensor, root), "broadcast");
-}
-
-WorkPtr NodeLocalBackend::all_reduce(const Tensor& tensor, ReduceOp op) {
-  return progressing(fallback_->all_reduce(tensor, op), "all_reduce");
-}
-
-WorkPtr NodeLocalBackend::reduce(const Tensor& tensor, int root, ReduceOp op) {
-  return progressing(fallback_->reduce(tensor, root, op), "reduce");
-}
-
-WorkPtr NodeLocalBackend::all_gather(const Tensor& output, const Tensor& input) {
-  return progressing(fallback_->all_gather(output, input), "all_gather");
-}
-
-WorkPtr NodeLocalBackend::gather(const Tensor& output, const Tensor& input, int root) {
-  return progressing(fallback_->gather(output, input, root), "gather");
-}
-
-WorkPtr NodeLocalBackend::scatter(const Tensor& output, const Tensor& input, int root) {
-  return progressing(fallback_->scatter(output, input, root), "scatter");
-}
-
-WorkPtr NodeLocalBackend::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
-  return progressing(fallback_->reduce_scatter(output, input, op), "reduce_scatter");
-}
-
-WorkPtr NodeLocalBackend::all_to_all(const Tensor& output, const Tensor& input,
-                                     std::span<const std::int64_t> output_counts,
-                                     std::span<const std::int64_t> input_counts) {
-  return progressing(fallback_->all_to_all(output, input, output_counts, input_counts), "all_to_all");
-}
-
-WorkPtr NodeLocalBackend::barrier() { return progressing(fallback_->barrier(), "barrier"); }
-
-BackendCapabilities NodeLocalBackend::capabilities() const {
-  BackendCapabilities capabilities = fallback_->capabilities();
+TransportCapabilities NodeLocalBackend::capabilities() const {
+  // The control transport's, for this transport's memory (CUDA memory is moved from the host too).
+  TransportCapabilities capabilities = control_->capabilities();
+  if (!state_->memory->device().is_cpu()) capabilities.cuda_memory = true;
   const bool all_local = std::count(state_->local.begin(), state_->local.end(), 1) == size() - 1;
   capabilities.any_source = state_->memory->device().is_cpu() ? control_->capabilities().any_source : all_local;
   return capabilities;
 }
 
 WorkPtr NodeLocalBackend::send(const Tensor& tensor, int dst, int tag) {
-  if (!is_local(dst)) return progressing(fallback_->send(tensor, dst, tag), "send");
+  require_local(dst, "send");
   State& state = *state_;
   const std::size_t nbytes = tensor.nbytes();
   if (nbytes <= state.options.inline_bytes) {
@@ -397,7 +368,7 @@ WorkPtr NodeLocalBackend::send(const Tensor& tensor, int dst, int tag) {
 }
 
 WorkPtr NodeLocalBackend::recv(const Tensor& tensor, int src, int tag) {
-  if (src != kAnySource && !is_local(src)) return progressing(fallback_->recv(tensor, src, tag), "recv");
+  require_local(src, "recv");
   const std::shared_ptr<State> state = state_;
   if (src != kAnySource) {
     Tensor message = frame_message(tensor.nbytes() <= state->options.inline_bytes ? tensor.nbytes() : 0);
@@ -429,9 +400,9 @@ WorkPtr NodeLocalBackend::recv(const Tensor& tensor, int src, int tag) {
 
 ReceivedMessage NodeLocalBackend::recv_message(int src, int tag) {
   State& state = *state_;
-  if (!state.memory->device().is_cpu() || (src != kAnySource && !is_local(src))) {
-    return fallback_->recv_message(src, tag);
-  }
+  require_local(src, "recv_message");
+  // The message lands in host memory, where a CUDA transport's peers send it as plain bytes.
+  if (!state.memory->device().is_cpu()) return control_->recv_message(src, tag);
   // Matched without blocking, so that waiting for it settles this rank's other receives meanwhile.
   auto bytes = std::make_shared<Tensor>();
   WorkPtr arrived = control_->recv_matched(src, tag, [this, bytes](int source, std::uint64_t length) {
@@ -464,30 +435,23 @@ ReceivedMessage NodeLocalBackend::recv_message(int src, int tag) {
 }
 
 WorkPtr NodeLocalBackend::batch_p2p(std::span<const P2POp> ops) {
-  std::vector<P2POp> others;
+  for (const P2POp& op : ops) require_local(op.peer, "batch_p2p");
   std::vector<WorkPtr> works;
   for (const P2POp& op : ops) {
-    const bool through_frames = op.peer == kAnySource || is_local(op.peer);
-    if (!through_frames) {
-      others.push_back(op);
-    } else {
-      works.push_back(op.kind == P2POp::Kind::Send ? send(op.tensor, op.peer, op.tag) : recv(op.tensor, op.peer, op.tag));
-    }
+    works.push_back(op.kind == P2POp::Kind::Send ? send(op.tensor, op.peer, op.tag) : recv(op.tensor, op.peer, op.tag));
   }
-  if (!others.empty()) works.insert(works.begin(), progressing(fallback_->batch_p2p(others), "batch_p2p"));
   if (works.size() == 1) return works.front();
   return Work::all(std::move(works));
 }
 
 StoragePtr NodeLocalBackend::allocate_message_buffer(std::size_t nbytes, Device device) {
-  if (device != state_->memory->device()) return fallback_->allocate_message_buffer(nbytes, device);
+  if (device != state_->memory->device()) return PeerTransport::allocate_message_buffer(nbytes, device);
   return state_->memory->allocate(nbytes).storage;
 }
 
 void NodeLocalBackend::abort(const std::string& reason) {
   state_->aborted.raise(reason);
   control_->abort(reason);
-  if (fallback_ != control_) fallback_->abort(reason);
 }
 
 }  // namespace tensortree::detail

@@ -11,9 +11,11 @@
 //   is out (like MPI's eager sends) while fewer than `max_pending` such copies (holding less than
 //   `max_pending_bytes`) wait for the peer's acknowledgement; beyond that, the send is posted all
 //   the same but completes when acknowledged (like MPI's rendezvous sends). Posting never waits.
-// Peers not on the node, and every collective, go to `fallback`. A receive from kAnySource matches
-// frames and the fallback's plain messages alike, in order (both travel on `control`'s
-// communicator); for CUDA memory it is supported only where every peer is node-local.
+// A PeerTransport only: the group gives it the peers on the node, other transports the rest and
+// the collectives (whose waits take this transport's frames through progressing()). A receive from
+// kAnySource matches frames and the plain messages of peers off the node alike, in order (both
+// travel on `control`'s communicator); for CUDA memory it is supported only where every peer is
+// node-local.
 #pragma once
 
 #include <chrono>
@@ -27,7 +29,7 @@
 #include "transport/shm/imported_regions.hpp"
 #include "transport/shm/outgoing_regions.hpp"
 #include "transport/shm/shareable_memory.hpp"
-#include "tensortree/backend.hpp"
+#include "tensortree/peer_transport.hpp"
 
 namespace tensortree::detail {
 
@@ -49,37 +51,28 @@ struct NodeLocalOptions {
   std::size_t max_open_regions = 64;
 };
 
-class NodeLocalBackend final : public Backend {
+class NodeLocalBackend final : public PeerTransport {
  public:
-  // `local[r]` is 1 where group rank r is served through `memory`. `control` is the host backend
-  // frames and acknowledgements travel on; `fallback` serves the others (for host memory, the same
-  // backend as `control`).
-  NodeLocalBackend(std::shared_ptr<ShareableMemory> memory, std::shared_ptr<Backend> control,
-                   std::shared_ptr<Backend> fallback, std::vector<std::uint8_t> local, NodeLocalOptions options);
+  // `local[r]` is 1 where group rank r is served through `memory`; InvalidArgument for an
+  // operation with any other peer. `control` is the host transport frames and acknowledgements
+  // travel on.
+  NodeLocalBackend(std::shared_ptr<ShareableMemory> memory, std::shared_ptr<PeerTransport> control,
+                   std::vector<std::uint8_t> local, NodeLocalOptions options);
 
   std::string_view name() const override { return name_; }
-  BackendCapabilities capabilities() const override;
+  TransportCapabilities capabilities() const override;
   int rank() const override { return control_->rank(); }
   int size() const override { return control_->size(); }
-
-  // Collectives go to `fallback`; while one waits, this rank still takes the frames that reached the
-  // receives it had posted (a peer may wait on its send for that before it joins the collective).
-  WorkPtr broadcast(const Tensor& tensor, int root) override;
-  WorkPtr all_reduce(const Tensor& tensor, ReduceOp op) override;
-  WorkPtr reduce(const Tensor& tensor, int root, ReduceOp op) override;
-  WorkPtr all_gather(const Tensor& output, const Tensor& input) override;
-  WorkPtr gather(const Tensor& output, const Tensor& input, int root) override;
-  WorkPtr scatter(const Tensor& output, const Tensor& input, int root) override;
-  WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
-  WorkPtr all_to_all(const Tensor& output, const Tensor& input, std::span<const std::int64_t> output_counts,
-                     std::span<const std::int64_t> input_counts) override;
-  WorkPtr barrier() override;
 
   WorkPtr send(const Tensor& tensor, int dst, int tag) override;
   WorkPtr recv(const Tensor& tensor, int src, int tag) override;
   ReceivedMessage recv_message(int src, int tag) override;
   WorkPtr batch_p2p(std::span<const P2POp> ops) override;
   StoragePtr allocate_message_buffer(std::size_t nbytes, Device device) override;
+  // The progress hook: while `work` (another transport's) waits, this rank still takes the frames
+  // that reached the receives it had posted (a peer may wait on its send for that before it joins
+  // a collective or sends on another transport).
+  WorkPtr progressing(WorkPtr work, const char* operation) override;
   void abort(const std::string& reason) override;
 
   // What NodeLocalBackend's Works share with it (they may outlive it).
@@ -87,12 +80,11 @@ class NodeLocalBackend final : public Backend {
 
  private:
   bool is_local(int peer) const;
-  // `work`, on the fallback, settling the frame receives already posted whenever it is polled.
-  WorkPtr progressing(WorkPtr work, const char* operation) const;
+  // InvalidArgument unless `peer` is served here (node-local, or kAnySource).
+  void require_local(int peer, const char* operation) const;
 
   std::shared_ptr<State> state_;
-  std::shared_ptr<Backend> control_;
-  std::shared_ptr<Backend> fallback_;
+  std::shared_ptr<PeerTransport> control_;
   std::string name_;
 };
 

@@ -22,7 +22,7 @@ std::size_t region_size(std::size_t nbytes) {
 
 }  // namespace
 
-OutgoingRegions::OutgoingRegions(ShareableMemory& memory, Backend& control, int peers, std::size_t max_pooled,
+OutgoingRegions::OutgoingRegions(ShareableMemory& memory, PeerTransport& control, int peers, std::size_t max_pooled,
                                  std::size_t max_pooled_bytes)
     : memory_(memory),
       control_(control),

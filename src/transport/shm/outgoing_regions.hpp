@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "transport/shm/shareable_memory.hpp"
-#include "tensortree/backend.hpp"
+#include "tensortree/peer_transport.hpp"
 
 namespace tensortree::detail {
 
@@ -21,7 +21,7 @@ class OutgoingRegions {
  public:
   // `control` carries the acknowledgements (kAckTag); free regions are kept up to `max_pooled` of
   // them and `max_pooled_bytes` together, the least recently used going first.
-  OutgoingRegions(ShareableMemory& memory, Backend& control, int peers, std::size_t max_pooled,
+  OutgoingRegions(ShareableMemory& memory, PeerTransport& control, int peers, std::size_t max_pooled,
                   std::size_t max_pooled_bytes);
   OutgoingRegions(const OutgoingRegions&) = delete;
   OutgoingRegions& operator=(const OutgoingRegions&) = delete;
@@ -73,7 +73,7 @@ class OutgoingRegions {
   void release_locked(Peer& peer, Pending& pending);
 
   ShareableMemory& memory_;
-  Backend& control_;
+  PeerTransport& control_;
   std::size_t max_pooled_;
   std::size_t max_pooled_bytes_;
   std::size_t pooled_bytes_ = 0;

@@ -236,7 +236,7 @@ class ChunkedWork final : public Work {
   bool back_event_queued_ = false;
 };
 
-StagedBackend::StagedBackend(Backend& host, StagedBackendOptions options)
+StagedBackend::StagedBackend(Engine& host, StagedBackendOptions options)
     : host_(host),
       options_(options),
       name_(std::string(host.name()) + " (staged through pinned host memory)") {

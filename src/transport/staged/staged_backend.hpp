@@ -30,7 +30,7 @@
 #include <string>
 
 #include "core/cuda_api.hpp"
-#include "tensortree/backend.hpp"
+#include "comm/engine.hpp"
 
 namespace tensortree::detail {
 
@@ -43,15 +43,15 @@ struct StagedBackendOptions {
 
 class ChunkedWork;
 
-class StagedBackend final : public Backend {
+class StagedBackend final : public Engine {
  public:
   // `host` is borrowed and must outlive this backend.
-  explicit StagedBackend(Backend& host, StagedBackendOptions options = {});
+  explicit StagedBackend(Engine& host, StagedBackendOptions options = {});
 
   std::string_view name() const override { return name_; }
   // The host backend's, for host and CUDA memory alike.
-  BackendCapabilities capabilities() const override {
-    BackendCapabilities host = host_.capabilities();
+  TransportCapabilities capabilities() const override {
+    TransportCapabilities host = host_.capabilities();
     host.cuda_memory = host.host_memory = true;
     return host;
   }
@@ -95,7 +95,7 @@ class StagedBackend final : public Backend {
   // sender waits for its first chunk and posts the rest (see the header comment).
   void settle_any_source_receive(int tag);
 
-  Backend& host_;
+  Engine& host_;
   StagedBackendOptions options_;
   std::string name_;
   std::mutex mutex_;
