@@ -90,10 +90,11 @@ class TT_API Group {
   // The options the group was made with (an empty Group's are the defaults).
   const GroupOptions& options() const;
 
-  // The group's collectives on `device`: MPI for the CPU; NCCL for CUDA where the library was
-  // built with it (its communicator is created on first use, collectively), otherwise MPI staging
-  // through pinned host memory. While one waits, this rank keeps taking what its peers send it
-  // through shared memory. InvalidArgument on a rank that is not a member.
+  // The group's collectives on `device`: MPI for the CPU (the in-process engine for a group of
+  // threads); NCCL for CUDA where the library was built with it (its communicator is created on
+  // first use, collectively), otherwise MPI staging through pinned host memory. While one waits,
+  // this rank keeps taking what its peers send it through that device's shared-memory transport.
+  // InvalidArgument on a rank that is not a member.
   Collectives& collectives(Device device) const;
   // The transport that moves point-to-point traffic between this rank and group rank `peer` on
   // `device`: each pair of ranks may be served by a different transport. InvalidArgument for a

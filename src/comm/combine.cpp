@@ -13,12 +13,14 @@ namespace tensortree::detail {
 
 namespace {
 
-// The type arithmetic happens in: unsigned for integers (wrapping is defined there), float for
-// the 16- and 8-bit floats, the type itself otherwise.
+// The type arithmetic happens in: unsigned for integers (wrapping is defined there), at least
+// unsigned int (narrower unsigned types promote to int, whose products overflow), float for the
+// 16- and 8-bit floats, the type itself otherwise.
 template <class T>
 auto widened(T value) {
   if constexpr (std::is_integral_v<T>) {
-    return static_cast<std::make_unsigned_t<T>>(value);
+    using Unsigned = std::make_unsigned_t<T>;
+    return static_cast<std::conditional_t<(sizeof(Unsigned) < sizeof(unsigned)), unsigned, Unsigned>>(value);
   } else if constexpr (std::is_floating_point_v<T> || is_std_complex<T>) {
     return value;
   } else {

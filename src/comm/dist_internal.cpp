@@ -177,11 +177,13 @@ WorkPtr post_batch(const Group& group, std::span<const P2POp> ops) {
       batches.push_back({transport, {op}});
     }
   }
+  // Every batch is posted before any gets the other transports' progress hooks: a transport decides
+  // whether a Work needs its hook from the receives it has waiting, which a later batch may post.
+  std::vector<std::pair<PeerTransport*, WorkPtr>> posted;
+  for (const auto& [transport, batch] : batches) posted.emplace_back(transport, transport->batch_p2p(batch));
+  tensortree::detail::GroupState& state = tensortree::detail::GroupAccess::require(group);
   std::vector<WorkPtr> works;
-  for (const auto& [transport, batch] : batches) {
-    works.push_back(post_to_peer(group, batch.front().peer, device, "batch_p2p",
-                                 [&batch](PeerTransport& on) { return on.batch_p2p(batch); }));
-  }
+  for (auto& [transport, work] : posted) works.push_back(state.progressing(device, *transport, std::move(work), "batch_p2p"));
   return works.size() == 1 ? works.front() : Work::all(std::move(works));
 }
 

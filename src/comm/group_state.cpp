@@ -77,6 +77,10 @@ void GroupState::abort(const std::string& reason) {
     for (const auto& peer : table.peers) {
       if (told.insert(dynamic_cast<const void*>(peer.get())).second) peer->abort(reason);
     }
+    // Usually one of the peers' already; a factory may give the group a separate one.
+    if (table.any_source && told.insert(dynamic_cast<const void*>(table.any_source.get())).second) {
+      table.any_source->abort(reason);
+    }
   }
 }
 

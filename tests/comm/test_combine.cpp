@@ -48,6 +48,12 @@ TEST_CASE("combine_into sums, multiplies and takes the min and max of integers, 
   CHECK(combined<std::int32_t>({std::numeric_limits<std::int32_t>::max()}, {1}, ReduceOp::Sum) ==
         V{std::numeric_limits<std::int32_t>::min()});
   CHECK(combined<std::uint8_t>({250, 3}, {10, 4}, ReduceOp::Sum) == std::vector<std::uint8_t>{4, 7});
+  // 16- and 8-bit integers multiply without passing through (signed) int, where these overflow.
+  CHECK(combined<std::int16_t>({-1, -300, 181}, {-1, 300, 181}, ReduceOp::Product) ==
+        std::vector<std::int16_t>{1, -24464, 32761});
+  CHECK(combined<std::uint16_t>({0xFFFF, 300}, {0xFFFF, 300}, ReduceOp::Product) ==
+        std::vector<std::uint16_t>{1, 24464});
+  CHECK(combined<std::int8_t>({-128, 16}, {-1, 16}, ReduceOp::Product) == std::vector<std::int8_t>{-128, 0});
   // AVG combines as SUM; the division is the caller's last step.
   CHECK(combined<std::int64_t>({3, 4}, {5, 6}, ReduceOp::Avg) == std::vector<std::int64_t>{8, 10});
 }

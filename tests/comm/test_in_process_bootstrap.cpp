@@ -110,3 +110,23 @@ TEST_CASE("a bootstrap round a member never joins ends with Timeout naming the r
   }
   CHECK(failures[1].empty());
 }
+
+TEST_CASE("members calling different operations in one round all fail at once with InvalidArgument naming both") {
+  auto bootstraps = make_in_process_bootstraps(3, std::chrono::seconds(60));
+  const auto started = std::chrono::steady_clock::now();
+  const auto failures = on_threads(bootstraps, [&](InProcessBootstrap& bootstrap) {
+    if (bootstrap.rank() == 1) {
+      bootstrap.all_gather(bytes_of(1));
+    } else {
+      bootstrap.barrier();
+    }
+  });
+  // Not the minute of the timeout: the members already waiting are told.
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
+  for (const std::string& failure : failures) {
+    INFO(failure);
+    CHECK(failure.find("calls ") != std::string::npos);
+    CHECK(failure.find("barrier") != std::string::npos);
+    CHECK(failure.find("all_gather") != std::string::npos);
+  }
+}

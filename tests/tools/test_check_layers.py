@@ -8,8 +8,9 @@ import sys
 import tempfile
 
 CHECKER = pathlib.Path(__file__).resolve().parents[2] / "tools" / "check_layers.py"
-RULES = ["--layer", "core=", "--layer", "tree=core", "--layer", "transport/nccl=core",
-         "--foreign", "transport/nccl=nccl.h,cuda_runtime_api.h", "--public", "tree=tree.hpp"]
+RULES = ["--layer", "core=", "--layer", "cuda=core", "--layer", "tree=core", "--layer", "transport/nccl=core,cuda",
+         "--foreign", "cuda=cuda_*.h,cuda/*", "--foreign", "transport/nccl=nccl.h,cuda_runtime_api.h",
+         "--public", "tree=tree.hpp"]
 
 
 def check(files):
@@ -41,6 +42,8 @@ def expect(name, files, passes, message=""):
 def main():
     legal = {
         "src/core/a.hpp": "#include <vector>\n",
+        "src/cuda/ipc.hpp": "#include <cuda_runtime_api.h>\n",
+        "src/transport/nccl/d.hpp": '#include "cuda/ipc.hpp"\n',
         "src/tree/b.cpp": '#include "core/a.hpp"\n#include <string>\n',
         "src/transport/nccl/c.cpp": '#include <nccl.h>\n#include <cuda_runtime_api.h>\n#include "core/a.hpp"\n',
         "include/tensortree/tree.hpp": "#include <map>\n",
@@ -55,6 +58,9 @@ def main():
         expect("a public header including <nccl.h> fails",
                {**legal, "include/tensortree/tree.hpp": "#include <nccl.h>\n"},
                passes=False, message="tree.hpp:1: <nccl.h>"),
+        expect('a foreign header in quotes fails too ("nccl.h" in src/tree)',
+               {**legal, "src/tree/g.cpp": '#include "nccl.h"\n'},
+               passes=False, message="g.cpp:1: <nccl.h> may be included only by layer 'transport/nccl'"),
         expect("core including a tree header fails", {**legal, "src/core/f.cpp": '#include "tree/b.hpp"\n'},
                passes=False, message="layer 'core' may include only core"),
     ]

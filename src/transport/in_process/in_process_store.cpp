@@ -19,11 +19,13 @@ InProcessStore::Round& InProcessStore::round_locked(std::uint64_t round, const c
     found.operation = operation;
     found.deposits.resize(static_cast<std::size_t>(size()));
   }
-  if (found.operation != operation) {
-    throw InvalidArgument("in-process bootstrap round " + std::to_string(round) + ": rank " + std::to_string(rank) +
-                          " calls " + operation + " where another member called " + found.operation +
-                          " (every member must make the same calls in the same order)");
+  if (found.operation != operation && found.conflict.empty()) {
+    found.conflict = "in-process bootstrap round " + std::to_string(round) + ": rank " + std::to_string(rank) +
+                     " calls " + operation + " where another member called " + found.operation +
+                     " (every member must make the same calls in the same order)";
+    changed_.notify_all();
   }
+  if (!found.conflict.empty()) throw InvalidArgument(found.conflict);
   return found;
 }
 
@@ -49,10 +51,11 @@ std::vector<std::vector<std::byte>> InProcessStore::exchange(int rank, std::uint
   current.deposits[static_cast<std::size_t>(rank)].emplace(mine.begin(), mine.end());
   current.arrived += 1;
   changed_.notify_all();
-  const auto complete = [&] { return current.arrived == size() || aborted_.has_value(); };
+  const auto complete = [&] { return current.arrived == size() || aborted_.has_value() || !current.conflict.empty(); };
   const std::optional<WaitClock::time_point> deadline = deadline_after(timeout_);
   const bool done = deadline ? changed_.wait_until(lock, *deadline, complete) : (changed_.wait(lock, complete), true);
   refuse_if_aborted();
+  if (!current.conflict.empty()) throw InvalidArgument(current.conflict);
   if (!done) {
     // The round stays: a late member still finds this member's deposit, and a retry is not made.
     throw Timeout("rank " + std::to_string(rank) + ": the in-process bootstrap's " + operation + " (round " +

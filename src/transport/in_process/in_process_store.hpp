@@ -54,6 +54,9 @@ class InProcessStore {
     std::vector<std::optional<std::vector<std::byte>>> deposits;
     int arrived = 0;
     int left = 0;
+    // Set by a member that called another operation in this round: every member of the round
+    // fails with it, not only that one (the others would wait out their timeout otherwise).
+    std::string conflict;
   };
   // A sub-group's store until each of its members has taken it.
   struct Child {

@@ -68,10 +68,14 @@ void PostedWork::finish() {
 }
 
 int PostedWork::source_rank() const {
-  if (receives_.size() == 1 && receives_.front()->key.source == kAnySource && receives_.front()->source >= 0) {
-    return receives_.front()->source;
-  }
-  return Work::source_rank();
+  if (receives_.size() != 1 || receives_.front()->key.source != kAnySource) return Work::source_rank();
+  // Read under the mailbox's lock: the sender's thread settles the receive under it.
+  int source = -1;
+  wait_.mailbox().holds([&] {
+    source = receives_.front()->source;
+    return true;
+  });
+  return source >= 0 ? source : Work::source_rank();
 }
 
 std::optional<TakenMessage> take_bounded(const InProcessWait& wait, const MessageKey& key,

@@ -1,6 +1,7 @@
 #include "transport/shm/node_local_backend.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <optional>
 #include <string>
@@ -33,17 +34,22 @@ struct NodeLocalBackend::State {
   // Polls `done` within the group's timeout; BackendError once aborted. Spinning (yielding), as
   // MPI's waits do: frames move only inside these polls, here and in the peer, and a sleep between
   // them would stall the transfer itself.
+  // `limit`: what is left of the group's timeout, for a wait that polls in several stretches.
   template <class Done>
-  void wait_for(const std::string& what, Done&& done) {
+  void wait_for(const std::string& what, Done&& done, std::chrono::milliseconds limit) {
     const auto done_or_aborted = [&] {
       aborted.throw_if_raised([&] { return "rank " + std::to_string(control->rank()) + ": " + what; });
       return done();
     };
-    wait_bounded(done_or_aborted, options.timeout, [&] {
+    wait_bounded(done_or_aborted, limit, [&] {
       return Timeout("rank " + std::to_string(control->rank()) + ": " + what + " did not complete within the group's timeout of " +
                      std::to_string(options.timeout.count()) +
                      " ms (GroupOptions::timeout); wait again, or end the group with Group::abort");
     }, WaitStyle::Spin);
+  }
+  template <class Done>
+  void wait_for(const std::string& what, Done&& done) {
+    wait_for(what, std::forward<Done>(done), options.timeout);
   }
 
   void acknowledge(int peer, std::uint64_t token, bool copied) {
@@ -80,21 +86,24 @@ struct NodeLocalBackend::State {
   }
 
   // A Streamed frame's payload, copied out piece by piece as the sender writes it. The sender
-  // writes without waiting for anything, so the wait ends unless it died (a Timeout, as for any
-  // transfer from a dead peer).
+  // writes without waiting for anything, so the wait ends unless it died or stalls: the whole copy,
+  // however many pieces, is bounded by one group timeout (a peer that advances its count a byte at
+  // a time gets no more).
   void copy_streamed(int peer, ImportedRegion& region, const Frame& frame, const Tensor& destination) {
     if (!memory->streams() || frame.offset < kProgressBytes) {
       throw CorruptData("a streamed payload at offset " + std::to_string(frame.offset) +
                         (memory->streams() ? ", over its region's progress count" : " in memory that is not streamed"));
     }
+    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
     std::uint64_t copied = 0;
     while (copied < frame.length) {
       std::uint64_t written = memory->streamed_bytes(region);
       if (written == copied) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         wait_for("recv from rank " + std::to_string(peer) + " (waiting for it to write its payload)", [&] {
           written = memory->streamed_bytes(region);
           return written != copied;
-        });
+        }, std::max(left, std::chrono::milliseconds(0)));
       }
       if (written < copied || written > frame.length) {
         throw CorruptData("a progress count of " + std::to_string(written) + " bytes after " + std::to_string(copied) +
