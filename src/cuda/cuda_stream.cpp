@@ -4,6 +4,7 @@
 #include "core/cuda_api.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
+#include "cuda/cuda_handles.hpp"
 
 namespace tensortree::cuda {
 
@@ -16,16 +17,14 @@ cudaEvent_t event_of(void* handle) { return static_cast<cudaEvent_t>(handle); }
 
 CopyStream::CopyStream(int device) : device_(device) {
   DeviceGuard guard(device);
-  cudaStream_t stream = nullptr;
-  // Blocking (not cudaStreamNonBlocking): copies wait for the legacy default stream's earlier
-  // work, so a tensor written there is complete before staging reads it.
-  TT_CUDA_CHECK(cudaStreamCreate(&stream));
-  handle_ = stream;
+  // Blocking: copies wait for the legacy default stream's earlier work, so a tensor written there
+  // is complete before staging reads it. Owned as a raw handle: core/cuda_api.hpp names no CUDA type.
+  handle_ = detail::make_stream(detail::StreamKind::Blocking).release();
 }
 
 CopyStream::~CopyStream() {
   // cudaStreamDestroy returns at once; work already queued still completes.
-  if (handle_ != nullptr) cudaStreamDestroy(stream_of(handle_));
+  if (handle_ != nullptr) detail::StreamDeleter{}(stream_of(handle_));
 }
 
 void CopyStream::copy_async(void* dst, const void* src, std::size_t nbytes) const {
@@ -42,13 +41,11 @@ void CopyStream::wait_quietly() const noexcept {
 
 CopyEvent::CopyEvent(int device) : device_(device) {
   DeviceGuard guard(device);
-  cudaEvent_t event = nullptr;
-  TT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  handle_ = event;
+  handle_ = detail::make_event().release();
 }
 
 CopyEvent::~CopyEvent() {
-  if (handle_ != nullptr) cudaEventDestroy(event_of(handle_));
+  if (handle_ != nullptr) detail::EventDeleter{}(event_of(handle_));
 }
 
 void CopyEvent::record(const CopyStream& stream) {
@@ -56,12 +53,7 @@ void CopyEvent::record(const CopyStream& stream) {
   TT_CUDA_CHECK(cudaEventRecord(event_of(handle_), stream_of(stream.handle_)));
 }
 
-bool CopyEvent::done() const {
-  const cudaError_t status = cudaEventQuery(event_of(handle_));
-  if (status == cudaErrorNotReady) return false;
-  TT_CUDA_CHECK(status);
-  return true;
-}
+bool CopyEvent::done() const { return detail::event_reached(event_of(handle_)); }
 
 void CopyEvent::wait() const { TT_CUDA_CHECK(cudaEventSynchronize(event_of(handle_))); }
 

@@ -1,35 +1,12 @@
-// RAII for what the NCCL backend holds: its CUDA stream and events, the NCCL communicator, and
-// the scope of an NCCL group.
+// RAII for what the NCCL backend holds of NCCL: the communicator and the scope of an NCCL group.
+// Its CUDA stream and events are the cuda layer's (cuda/cuda_handles.hpp).
 #pragma once
 
-#include <cuda_runtime_api.h>
 #include <nccl.h>
-
-#include <memory>
-#include <type_traits>
 
 #include "transport/nccl/nccl_check.hpp"
 
 namespace tensortree::detail {
-
-struct StreamDeleter {
-  void operator()(cudaStream_t stream) const noexcept { cudaStreamDestroy(stream); }
-};
-struct EventDeleter {
-  void operator()(cudaEvent_t event) const noexcept { cudaEventDestroy(event); }
-};
-using CudaStream = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
-using CudaEvent = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
-
-// On the current device. Non-blocking: the legacy default stream does not wait for NCCL's work,
-// so a receive that waits for a peer never stalls the library's copies.
-CudaStream make_stream();
-
-// On the current device. These events only order work and mark completion: no timing needed.
-CudaEvent make_event();
-
-// True once every operation recorded before `event` has finished.
-bool event_reached(cudaEvent_t event);
 
 // Owns the ncclComm_t. Destroyed normally, unless an error made it abort first.
 class NcclComm {

@@ -11,6 +11,7 @@
 
 #include "cuda/cuda_check.hpp"
 #include "transport/nccl/nccl_check.hpp"
+#include "cuda/cuda_handles.hpp"
 #include "transport/nccl/nccl_handles.hpp"
 #include "tensortree/error.hpp"
 
@@ -24,7 +25,9 @@ class NcclState {
         size_(size),
         device_(device),
         timeout_(timeout),
-        stream_(make_stream()),
+        // Non-blocking: the legacy default stream does not wait for NCCL's work, so a receive that
+        // waits for a peer never stalls the library's copies.
+        stream_(make_stream(StreamKind::NonBlocking)),
         producer_(make_event()),
         comm_(rank, size, id) {}
 

@@ -12,6 +12,7 @@
 
 #include "comm/abandoned_operations.hpp"
 #include "core/wait_bounded.hpp"
+#include "cuda/cuda_handles.hpp"
 #include "transport/nccl/nccl_handles.hpp"
 #include "transport/nccl/nccl_state.hpp"
 #include "tensortree/error.hpp"

@@ -1,13 +1,13 @@
-#include "transport/nccl/nccl_handles.hpp"
+#include "cuda/cuda_handles.hpp"
 
 #include "cuda/cuda_check.hpp"
-#include "core/foreign_error.hpp"
 
 namespace tensortree::detail {
 
-CudaStream make_stream() {
+CudaStream make_stream(StreamKind kind) {
   cudaStream_t stream = nullptr;
-  TT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  TT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, kind == StreamKind::Blocking ? cudaStreamDefault
+                                                                                 : cudaStreamNonBlocking));
   return CudaStream(stream);
 }
 
@@ -19,13 +19,12 @@ CudaEvent make_event() {
 
 bool event_reached(cudaEvent_t event) {
   const cudaError_t status = cudaEventQuery(event);
-  if (status == cudaSuccess) return true;
   if (status == cudaErrorNotReady) {
-    cudaGetLastError();  // "not ready" is no failure: keep it from surfacing in a later check
+    cudaGetLastError();
     return false;
   }
-  throw_foreign_error("CUDA", "cudaEventQuery", cudaGetErrorString(status), static_cast<long>(status),
-                      __FILE__, __LINE__);
+  TT_CUDA_CHECK(status);
+  return true;
 }
 
 }  // namespace tensortree::detail
