@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/checked_math.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree {
@@ -11,9 +12,9 @@ namespace tensortree {
 std::int64_t numel_of(std::span<const std::int64_t> shape) {
   std::optional<std::int64_t> n = 1;
   for (const std::int64_t d : shape) {
-    if (d < 0) throw InvalidArgument("negative dimension in shape " + shape_str(shape));
+    if (d < 0) throw InvalidArgument(fmt::format("negative dimension in shape {}", shape_str(shape)));
     n = detail::checked_mul(*n, d);
-    if (!n) throw InvalidArgument("element count of shape " + shape_str(shape) + " overflows int64");
+    if (!n) throw InvalidArgument(fmt::format("element count of shape {} overflows int64", shape_str(shape)));
   }
   return *n;
 }
@@ -25,7 +26,7 @@ Strides contiguous_strides(std::span<const std::int64_t> shape) {
     strides[i] = *stride;
     // Zero-size dimensions count as 1 (as in PyTorch), so numel_of alone cannot rule out overflow.
     stride = detail::checked_mul(*stride, std::max<std::int64_t>(shape[i], 1));
-    if (!stride) throw InvalidArgument("strides of shape " + shape_str(shape) + " overflow int64");
+    if (!stride) throw InvalidArgument(fmt::format("strides of shape {} overflow int64", shape_str(shape)));
   }
   return strides;
 }
