@@ -4,9 +4,12 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensortree/export.hpp"
@@ -34,6 +37,16 @@ class TT_API Work {
   // For a receive from kAnySource, once complete: the group rank that sent. NotSupported otherwise.
   virtual int source_rank() const;
 
+  // What the operation is (c10d's op type and sequence number): its name ("all_reduce", "send")
+  // and its number in its group, counted from 1, collectives and point-to-point apart (every
+  // member counts the same collectives; see GroupOptions::debug_checks). Empty and 0 for a Work
+  // no group posted. A Work made by then/chain/all has its first Work's.
+  std::string_view op() const { return op_; }
+  std::uint64_t sequence() const { return sequence_; }
+  // Names the operation. Its timeouts and errors then begin "all_reduce #12: ", so that a log
+  // says which call of a long run failed. The group does this for everything it posts.
+  void describe(std::string_view op, std::uint64_t sequence);
+
   // A Work that is already complete (what a synchronous step returns in an asynchronous slot).
   static std::shared_ptr<Work> completed();
   // The one way to say "when `first` has finished, do `fn`" (copy back from a staging buffer, AVG's
@@ -57,12 +70,23 @@ class TT_API Work {
   virtual void block();
   // Runs once on the waiting thread after the transfer finished (unpacking, copying back). May throw.
   virtual void finish() {}
+  // A composed Work takes the name of the Work it starts with, without prefixing its errors again.
+  void inherit_description(const Work& first);
 
  private:
   bool settle(bool done);
+  // Keeps `error` as the operation's error, named as describe() asked.
+  void fail(std::exception_ptr error);
+  // "all_reduce #12: " for a described operation; empty otherwise.
+  std::string context() const;
 
   bool finished_ = false;
   std::exception_ptr error_;
+  std::string op_;
+  std::uint64_t sequence_ = 0;
+  // Whether this Work's own errors get the prefix (a composed Work's come from its parts, which
+  // have it already).
+  bool names_errors_ = false;
 };
 
 using WorkPtr = std::shared_ptr<Work>;

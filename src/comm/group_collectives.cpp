@@ -6,8 +6,9 @@
 namespace tensortree::detail {
 
 GroupCollectives::GroupCollectives(std::shared_ptr<Collectives> engine,
-                                   const std::vector<std::shared_ptr<PeerTransport>>& peers)
-    : engine_(std::move(engine)) {
+                                   const std::vector<std::shared_ptr<PeerTransport>>& peers,
+                                   OperationCounters& counters)
+    : engine_(std::move(engine)), counters_(counters) {
   for (const auto& peer : peers) {
     if (std::find(polled_.begin(), polled_.end(), peer) == polled_.end()) polled_.push_back(peer);
   }
@@ -17,6 +18,8 @@ WorkPtr GroupCollectives::progressing(WorkPtr work, const char* operation, const
   for (const auto& peer : polled_) {
     if (peer.get() != posted_on) work = peer->progressing(std::move(work), operation);
   }
+  std::atomic<std::uint64_t>& counter = posted_on != nullptr ? counters_.point_to_point : counters_.collectives;
+  work->describe(operation, counter.fetch_add(1, std::memory_order_relaxed) + 1);
   return work;
 }
 

@@ -9,6 +9,8 @@
 // group's transports meet.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,10 +20,19 @@
 
 namespace tensortree::detail {
 
+// The numbers a group gives the operations it posts (Work::sequence), collectives and point to
+// point apart: every member counts the same collectives, but only two count a send.
+struct OperationCounters {
+  std::atomic<std::uint64_t> collectives{0};
+  std::atomic<std::uint64_t> point_to_point{0};
+};
+
 class GroupCollectives final : public Collectives {
  public:
   // `peers` may repeat a transport, and may hold the engine's own peer half (its hook does nothing).
-  GroupCollectives(std::shared_ptr<Collectives> engine, const std::vector<std::shared_ptr<PeerTransport>>& peers);
+  // `counters` are the group's, and outlive this.
+  GroupCollectives(std::shared_ptr<Collectives> engine, const std::vector<std::shared_ptr<PeerTransport>>& peers,
+                   OperationCounters& counters);
 
   // The engine's: what runs the collectives.
   std::string_view name() const override { return engine_->name(); }
@@ -42,13 +53,14 @@ class GroupCollectives final : public Collectives {
   void abort(const std::string& reason) override { engine_->abort(reason); }
 
   // `work` through the progress hook of each distinct peer transport but `posted_on` (the one
-  // that runs it, which progresses itself).
+  // that runs it, which progresses itself; null for a collective), described as `operation` with
+  // the group's next number for its kind (Work::describe).
   WorkPtr progressing(WorkPtr work, const char* operation, const PeerTransport* posted_on = nullptr) const;
 
  private:
-
   std::shared_ptr<Collectives> engine_;
   std::vector<std::shared_ptr<PeerTransport>> polled_;
+  OperationCounters& counters_;
 };
 
 }  // namespace tensortree::detail

@@ -104,7 +104,7 @@ const DeviceTransports& GroupState::transports(Device device) {
     throw BackendError("the transport factory gave an incomplete table for a group of " + std::to_string(size()) +
                        " ranks");
   }
-  made.collectives = std::make_shared<GroupCollectives>(std::move(made.collectives), made.peers);
+  made.collectives = std::make_shared<GroupCollectives>(std::move(made.collectives), made.peers, counters_);
   return transports_.emplace(key, std::move(made)).first->second;
 }
 

@@ -13,9 +13,10 @@
 #include <utility>
 #include <vector>
 
-#include "comm/bootstrap.hpp"
-#include "comm/transport_choice.hpp"
 #include "comm/abort_signal.hpp"
+#include "comm/bootstrap.hpp"
+#include "comm/group_collectives.hpp"
+#include "comm/transport_choice.hpp"
 #include "tensortree/collectives.hpp"
 #include "tensortree/device.hpp"
 #include "tensortree/group.hpp"
@@ -86,6 +87,9 @@ class GroupState {
   // progress hooks of the group's other peer transports (GroupCollectives::progressing).
   WorkPtr progressing(Device device, const PeerTransport& posted_on, WorkPtr work, const char* operation);
 
+  // The numbers of the operations posted so far (Work::sequence).
+  const OperationCounters& operation_counters() const { return counters_; }
+
   // Group::abort: tells every transport made so far, then refuses every later use. Never blocks.
   void abort(const std::string& reason);
   bool is_aborted() const { return aborted_.raised(); }
@@ -118,6 +122,8 @@ class GroupState {
   int rank_ = -1;
   std::vector<RankPlacement> placements_;
   std::vector<std::uint8_t> mappable_;
+  // Before the transports, whose GroupCollectives count with it.
+  OperationCounters counters_;
   // Recursive: a factory may build one transport over another of the same group (staging CUDA
   // tensors over the group's host transport).
   std::recursive_mutex transports_mutex_;

@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
 #include "tensortree/error.hpp"
 
@@ -22,7 +23,9 @@ class CompletedWork final : public Work {
 class ThenWork final : public Work {
  public:
   ThenWork(WorkPtr first, std::function<void()> fn, std::function<void(std::exception_ptr)> on_error)
-      : first_(std::move(first)), fn_(std::move(fn)), on_error_(std::move(on_error)) {}
+      : first_(std::move(first)), fn_(std::move(fn)), on_error_(std::move(on_error)) {
+    inherit_description(*first_);
+  }
 
   int source_rank() const override { return first_->source_rank(); }
 
@@ -56,7 +59,9 @@ class ThenWork final : public Work {
 // Every one of several Works (Work::all).
 class AllWork final : public Work {
  public:
-  explicit AllWork(std::vector<WorkPtr> works) : works_(std::move(works)) {}
+  explicit AllWork(std::vector<WorkPtr> works) : works_(std::move(works)) {
+    if (!works_.empty()) inherit_description(*works_.front());
+  }
 
   int source_rank() const override {
     if (works_.empty()) return Work::source_rank();
@@ -93,7 +98,9 @@ class AllWork final : public Work {
 
 class ChainedWork final : public Work {
  public:
-  ChainedWork(WorkPtr first, std::function<WorkPtr()> then) : first_(std::move(first)), then_(std::move(then)) {}
+  ChainedWork(WorkPtr first, std::function<WorkPtr()> then) : first_(std::move(first)), then_(std::move(then)) {
+    inherit_description(*first_);
+  }
 
   // The receive that learned the source may be either stage (a staged receive learns it first).
   int source_rank() const override {
@@ -136,13 +143,64 @@ class ChainedWork final : public Work {
 
 }  // namespace
 
+namespace {
+
+// `error` again, of the same type, its message behind `context`. Errors of other libraries (and
+// std::bad_alloc) are kept as they are.
+template <class E>
+std::exception_ptr prefixed(const E& error, const std::string& context) {
+  return std::make_exception_ptr(E(context + error.what()));
+}
+
+std::exception_ptr with_context(std::exception_ptr error, const std::string& context) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const InvalidArgument& e) {
+    return prefixed(e, context);
+  } catch (const SchemaMismatch& e) {
+    return prefixed(e, context);
+  } catch (const CorruptData& e) {
+    return prefixed(e, context);
+  } catch (const BackendError& e) {
+    return prefixed(e, context);
+  } catch (const Timeout& e) {
+    return prefixed(e, context);
+  } catch (const NotSupported& e) {
+    return prefixed(e, context);
+  } catch (const Error& e) {
+    return prefixed(e, context);
+  } catch (...) {
+    return error;
+  }
+}
+
+}  // namespace
+
+void Work::describe(std::string_view op, std::uint64_t sequence) {
+  op_ = op;
+  sequence_ = sequence;
+  names_errors_ = true;
+}
+
+void Work::inherit_description(const Work& first) {
+  op_ = first.op_;
+  sequence_ = first.sequence_;
+  names_errors_ = false;
+}
+
+std::string Work::context() const { return names_errors_ ? fmt::format("{} #{}: ", op_, sequence_) : std::string(); }
+
+void Work::fail(std::exception_ptr error) {
+  error_ = names_errors_ ? with_context(std::move(error), context()) : std::move(error);
+  finished_ = true;
+}
+
 bool Work::is_completed() {
   if (finished_) return true;
   try {
     return settle(test());
   } catch (...) {
-    error_ = std::current_exception();
-    finished_ = true;
+    fail(std::current_exception());
     return true;
   }
 }
@@ -153,10 +211,11 @@ void Work::wait() {
       block();
       settle(true);
     } catch (const Timeout&) {
-      throw;  // a bounded wait ran out: the operation is still in flight and may be waited for again
+      // A bounded wait ran out: the operation is still in flight and may be waited for again.
+      if (!names_errors_) throw;
+      std::rethrow_exception(with_context(std::current_exception(), context()));
     } catch (...) {
-      error_ = std::current_exception();
-      finished_ = true;
+      fail(std::current_exception());
     }
   }
   if (error_) std::rethrow_exception(error_);
@@ -164,7 +223,8 @@ void Work::wait() {
 
 void Work::wait(std::chrono::milliseconds timeout) {
   detail::wait_bounded([this] { return is_completed(); }, timeout, [&] {
-    return Timeout("operation did not complete within " + std::to_string(timeout.count()) + " ms");
+    const std::string_view what = op_.empty() ? std::string_view("operation") : std::string_view(op_);
+    return Timeout(fmt::format("{}{} did not complete within {} ms", context(), what, timeout.count()));
   });
   if (error_) std::rethrow_exception(error_);
 }
@@ -184,7 +244,7 @@ bool Work::settle(bool done) {
   try {
     finish();
   } catch (...) {
-    error_ = std::current_exception();
+    fail(std::current_exception());
   }
   return true;
 }

@@ -226,3 +226,62 @@ TEST_CASE("a rank that fails ends the in-process world at once and its error rea
   CHECK_THROWS_WITH(run_ranks(3, failing, quick_options(std::chrono::minutes(5))), "rank 2 gives up");
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }
+
+TEST_CASE("every operation a group posts carries its name and its number, collectives and point to point counted apart") {
+  run_ranks(2, [](const Group& group) {
+    const Tensor values = make_tensor({5}, DType::Float32, [&](std::int64_t i) { return rank_value(group.rank(), i); });
+    const WorkPtr first = dist::all_reduce_async(values, group);
+    const WorkPtr second = dist::barrier_async(group);
+    const Tensor message = Tensor::zeros({3}, {DType::Int32});
+    const WorkPtr p2p = group.rank() == 0 ? dist::isend(message, 1, group) : dist::irecv(message, 0, group);
+    const WorkPtr third = dist::broadcast_async(values, 0, group);
+    for (const WorkPtr& work : {first, second, p2p, third}) work->wait();
+    expect(first->op() == "all_reduce" && first->sequence() == 1, "all_reduce is collective #1");
+    expect(second->op() == "barrier" && second->sequence() == 2, "barrier is collective #2");
+    expect(p2p->op() == (group.rank() == 0 ? "send" : "recv") && p2p->sequence() == 1, "the first point to point is #1");
+    expect(third->op() == "broadcast" && third->sequence() == 3, "broadcast is collective #3");
+  });
+}
+
+TEST_CASE("a Timeout and an error of a group's operation begin with its name and number") {
+  const auto timeout = std::chrono::milliseconds(100);
+  std::string timed_out;
+  std::string failed;
+  run_ranks(2, [&](const Group& group) {
+    const Tensor seven = make_tensor({7}, DType::Float32, [&](std::int64_t i) { return rank_value(group.rank(), i); });
+    if (group.rank() == 0) {
+      dist::send(seven, 1, group, {.tag = 3});
+      return;
+    }
+    const WorkPtr never = dist::irecv(Tensor::zeros({4}, {DType::Float32}), 0, group, {.tag = 4});
+    timed_out = error_of([&] { never->wait(timeout); });
+    failed = error_of([&] { dist::recv(Tensor::zeros({9}, {DType::Float32}), 0, group, {.tag = 3}); });
+    group.abort("the test is over");
+  }, quick_options(std::chrono::seconds(20)));
+  INFO(timed_out);
+  INFO(failed);
+  CHECK(timed_out.rfind("recv #1: recv did not complete within 100 ms", 0) == 0);
+  CHECK(failed.rfind("recv #2: rank 1 received 7 elements from rank 0 (tag 3)", 0) == 0);
+}
+
+TEST_CASE("debug mode's message says after how many of the group's collectives the calls differ") {
+  GroupOptions options = quick_options();
+  options.debug_checks = true;
+  std::vector<std::string> messages(2);
+  run_ranks(2, [&](const Group& group) {
+    const Tensor values = make_tensor({4}, DType::Float32, [&](std::int64_t i) { return rank_value(group.rank(), i); });
+    dist::all_reduce(values, group);  // the debug round and the all_reduce: two collectives
+    messages[static_cast<std::size_t>(group.rank())] = error_of([&] {
+      if (group.rank() == 0) {
+        dist::all_reduce(values, group);
+      } else {
+        dist::broadcast(values, 0, group);
+      }
+    });
+  }, options);
+  INFO(messages[0]);
+  INFO(messages[1]);
+  CHECK(messages[0].rfind("all_reduce after 2 collectives (TENSORTREE_DISTRIBUTED_DEBUG=DETAIL): the ranks' calls "
+                          "differ: operation: all_reduce on rank 0, broadcast on rank 1", 0) == 0);
+  CHECK(messages[1].rfind("broadcast after 2 collectives (TENSORTREE_DISTRIBUTED_DEBUG=DETAIL)", 0) == 0);
+}

@@ -377,3 +377,46 @@ TEST_CASE("then's timeout leaves the first Work in flight; source_rank is the fi
 TEST_CASE("then refuses a null first Work") {
   CHECK_THROWS_AS(Work::then(nullptr, [] {}), InvalidArgument);
 }
+
+TEST_CASE("a described Work names its operation and number in its errors and timeouts, keeping their types") {
+  ScriptedWork failing(-1);
+  failing.describe("all_gather", 12);
+  failing.fail_in_test("link down on rank 3");
+  CHECK(failing.op() == "all_gather");
+  CHECK(failing.sequence() == 12);
+  CHECK_THROWS_AS(failing.wait(), BackendError);
+  CHECK_THROWS_WITH(failing.wait(), "all_gather #12: link down on rank 3");
+  CHECK(message_of<BackendError>(failing.exception()) == "all_gather #12: link down on rank 3");
+
+  ScriptedWork unpacking(1);
+  unpacking.describe("recv", 4);
+  unpacking.fail_in_finish("checksum of 64 bytes differs");
+  CHECK_THROWS_AS(unpacking.wait(), CorruptData);
+  CHECK_THROWS_WITH(unpacking.wait(), "recv #4: checksum of 64 bytes differs");
+
+  ScriptedWork slow(-1);
+  slow.describe("broadcast", 7);
+  CHECK_THROWS_WITH(slow.wait(5ms), "broadcast #7: broadcast did not complete within 5 ms");
+  CHECK(slow.exception() == nullptr);
+
+  BoundedWork bounded;
+  bounded.describe("recv", 2);
+  CHECK_THROWS_WITH(bounded.wait(), "recv #2: recv with rank 1 did not complete within 5 ms");
+  bounded.wait();  // still in flight after the Timeout, as before
+}
+
+TEST_CASE("then, chain and all take their first Work's name without naming its errors twice") {
+  auto first = std::make_shared<ScriptedWork>(-1);
+  first->describe("send", 3);
+  first->fail_in_test("peer gone");
+  const WorkPtr after = Work::then(first, [] {});
+  const WorkPtr chained = Work::chain(first, [] { return WorkPtr(); });
+  const WorkPtr both = Work::all({first, Work::completed()});
+  for (const WorkPtr& composed : {after, chained, both}) {
+    CHECK(composed->op() == "send");
+    CHECK(composed->sequence() == 3);
+    CHECK_THROWS_WITH(composed->wait(), "send #3: peer gone");
+  }
+  CHECK(Work::completed()->op().empty());
+  CHECK(Work::completed()->sequence() == 0);
+}
