@@ -3,6 +3,8 @@
 // wait(timeout) bounds a wait today, and a per-group default timeout belongs to the Group.
 #pragma once
 
+#include "tensortree/cuda_stream.hpp"
+
 namespace tensortree {
 
 enum class TransferMode : unsigned char {
@@ -21,6 +23,9 @@ struct CommOptions {
   TransferMode mode = TransferMode::Consolidated;
   // Trees only: threads for unpacking into a receiver that is not consolidated (0: a sensible count).
   int threads = 0;
+  // CUDA tensors: the stream whose queued work the transfer waits for (one that wrote the tensor);
+  // null: this thread's current stream (cuda_stream.hpp). Work::make_stream_wait orders the other way.
+  CudaStreamHandle stream = nullptr;
 };
 
 }  // namespace tensortree

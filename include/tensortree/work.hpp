@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tensortree/cuda_stream.hpp"
 #include "tensortree/export.hpp"
 
 namespace tensortree {
@@ -34,6 +35,12 @@ class TT_API Work {
   void wait(std::chrono::milliseconds timeout);
   // The error the operation ended with, or null.
   std::exception_ptr exception() const { return error_; }
+  // Makes `stream` (null: this thread's current stream, else the legacy default stream) wait until
+  // the operation has finished, so that CUDA work queued there next sees its results (c10d's
+  // Work::wait on a CUDA stream). An engine that can (NCCL) queues the wait on the device and
+  // returns at once: the Work is then still to be waited for or dropped. Every other Work is
+  // waited for here, on the host, which orders every stream after it; its error is rethrown.
+  void make_stream_wait(CudaStreamHandle stream = nullptr);
   // For a receive from kAnySource, once complete: the group rank that sent. NotSupported otherwise.
   virtual int source_rank() const;
 
@@ -70,6 +77,9 @@ class TT_API Work {
   virtual void block();
   // Runs once on the waiting thread after the transfer finished (unpacking, copying back). May throw.
   virtual void finish() {}
+  // Queues on the device a wait of `stream` for the operation's end, if this Work's engine can;
+  // false (the default) leaves the wait to the host.
+  virtual bool queue_stream_wait(CudaStreamHandle stream);
   // A composed Work takes the name of the Work it starts with, without prefixing its errors again.
   void inherit_description(const Work& first);
 

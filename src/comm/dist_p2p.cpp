@@ -42,6 +42,7 @@ void check_p2p_op(const P2POp& op, std::size_t index, const Tensor& first, const
 // ---- point to point ------------------------------------------------------------------------------------
 
 WorkPtr isend(const Tensor& tensor, int dst, const Group& group, const CommOptions& options) {
+  const CudaStreamGuard ordering(options.stream);
   const int tag = options.tag;
   constexpr std::string_view op = "send";
   check_tensor_op(tensor, group, op);
@@ -57,6 +58,7 @@ void send(const Tensor& tensor, int dst, const Group& group, const CommOptions& 
 }
 
 WorkPtr irecv(const Tensor& tensor, int src, const Group& group, const CommOptions& options) {
+  const CudaStreamGuard ordering(options.stream);
   const int tag = options.tag;
   constexpr std::string_view op = "recv";
   check_tensor_op(tensor, group, op);

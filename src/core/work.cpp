@@ -229,6 +229,13 @@ void Work::wait(std::chrono::milliseconds timeout) {
   if (error_) std::rethrow_exception(error_);
 }
 
+void Work::make_stream_wait(CudaStreamHandle stream) {
+  if (!finished_ && queue_stream_wait(stream != nullptr ? stream : current_cuda_stream())) return;
+  wait();
+}
+
+bool Work::queue_stream_wait(CudaStreamHandle) { return false; }
+
 int Work::source_rank() const {
   throw NotSupported("source_rank is known only for a completed receive from kAnySource");
 }

@@ -7,6 +7,7 @@
 #include "cuda/cuda_ipc.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
+#include "cuda/stream_order.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::cuda::ipc {
@@ -124,7 +125,9 @@ void destroy_event(void* event, int device) noexcept {
 void copy_and_record(void* dst, const void* src, std::size_t nbytes, void* event, int device) {
   DeviceGuard guard(device);
   const cudaStream_t stream = transport_stream(device);
-  // The source was written on the legacy stream (the library's copies and kernels): ordered first.
+  // The source was written on the legacy stream (the library's copies and kernels), or on the
+  // caller's, which the legacy stream then waits for: ordered first.
+  detail::order_after_current_stream();
   TT_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   if (nbytes > 0) TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, stream));
   TT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), stream));

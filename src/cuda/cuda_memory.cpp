@@ -5,6 +5,7 @@
 #include "core/cuda_api.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
+#include "cuda/stream_order.hpp"
 
 namespace tensortree::cuda {
 
@@ -65,6 +66,7 @@ void free_pinned(void* ptr) noexcept {
 
 void copy_bytes(void* dst, const void* src, std::size_t nbytes) {
   if (nbytes == 0) return;
+  detail::order_after_current_stream();
   TT_CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDefault));
 }
 

@@ -15,6 +15,7 @@
 #include "core/cuda_api.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
+#include "cuda/stream_order.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::cuda {
@@ -208,6 +209,7 @@ void pack(PackDirection direction, std::span<const PackSegment> segments, std::s
     std::memcpy(staging + chunk_bytes + segment_bytes, strided.data(), strided.size() * sizeof(StridedView));
   }
   std::byte* descriptors = mine.device(total);
+  detail::order_after_current_stream();
   TT_CUDA_CHECK(cudaMemcpyAsync(descriptors, staging, total, cudaMemcpyHostToDevice, cudaStreamLegacy));
   pack_kernel<<<static_cast<unsigned>(chunk_count), kThreads>>>(
       direction, reinterpret_cast<const Chunk*>(descriptors),

@@ -5,6 +5,7 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
 #include "cuda/cuda_handles.hpp"
+#include "cuda/stream_order.hpp"
 
 namespace tensortree::cuda {
 
@@ -30,6 +31,7 @@ CopyStream::~CopyStream() {
 void CopyStream::copy_async(void* dst, const void* src, std::size_t nbytes) const {
   if (nbytes == 0) return;
   DeviceGuard guard(device_);
+  detail::order_after_current_stream();
   TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream_of(handle_)));
 }
 

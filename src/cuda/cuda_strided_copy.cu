@@ -7,6 +7,7 @@
 #include "core/cuda_api.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
+#include "cuda/stream_order.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::cuda {
@@ -52,6 +53,7 @@ void copy_strided(const detail::StridedView& dst, const detail::StridedView& src
   for (int d = 0; d < src.ndim; ++d) numel *= src.shape[d];
   if (numel == 0) return;
   DeviceGuard guard(device);
+  detail::order_after_current_stream();
   switch (itemsize) {
     case 1: launch<std::uint8_t>(dst, src, numel); break;
     case 2: launch<std::uint16_t>(dst, src, numel); break;

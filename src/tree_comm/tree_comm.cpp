@@ -106,6 +106,7 @@ Tensor bytes_tensor(std::span<const std::byte> bytes) {
 // ---- send / recv -------------------------------------------------------------------------------------
 
 WorkPtr TensorTree::isend(int dst, const Group& group, const CommOptions& options) const {
+  const CudaStreamGuard ordering(options.stream);
   constexpr std::string_view op = "send";
   check_peer(dst, "dst", group, op, false);
   dist::detail::check_tag(options.tag, "tag", op);
@@ -121,6 +122,7 @@ void TensorTree::send(int dst, const Group& group, const CommOptions& options) c
 }
 
 WorkPtr TensorTree::irecv(int src, const Group& group, const CommOptions& options) {
+  const CudaStreamGuard ordering(options.stream);
   constexpr std::string_view op = "recv";
   check_peer(src, "src", group, op, options.mode == TransferMode::Consolidated);
   dist::detail::check_tag(options.tag, "tag", op);
@@ -145,6 +147,7 @@ int TensorTree::recv(int src, const Group& group, const CommOptions& options) {
 // ---- init_remote / from_remote_init ----------------------------------------------------------------
 
 void TensorTree::init_remote(int dst, const Group& group, const CommOptions& options) const {
+  const CudaStreamGuard ordering(options.stream);
   constexpr std::string_view op = "init_remote";
   check_peer(dst, "dst", group, op, false);
   dist::detail::check_tag(options.tag, "tag", op);
@@ -159,6 +162,7 @@ void TensorTree::init_remote(int dst, const Group& group, const CommOptions& opt
 }
 
 TensorTree TensorTree::from_remote_init(int src, const Group& group, const CommOptions& options) {
+  const CudaStreamGuard ordering(options.stream);
   constexpr std::string_view op = "from_remote_init";
   check_peer(src, "src", group, op, true);
   dist::detail::check_tag(options.tag, "tag", op);

@@ -7,7 +7,9 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
+#include "tensortree/cuda_stream.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/work.hpp"
 
@@ -419,4 +421,34 @@ TEST_CASE("then, chain and all take their first Work's name without naming its e
   }
   CHECK(Work::completed()->op().empty());
   CHECK(Work::completed()->sequence() == 0);
+}
+
+TEST_CASE("make_stream_wait on a Work no engine orders on the device waits for it on the host") {
+  ScriptedWork work(3);
+  work.make_stream_wait();
+  CHECK(work.is_completed());
+  CHECK(work.finishes() == 1);
+
+  ScriptedWork failing(-1);
+  failing.fail_in_test("link down");
+  CHECK_THROWS_WITH(failing.make_stream_wait(), "link down");
+}
+
+TEST_CASE("a CudaStreamGuard sets this thread's current stream for its scope; a null one keeps it") {
+  int a = 0;
+  int b = 0;
+  CHECK(current_cuda_stream() == nullptr);
+  {
+    const CudaStreamGuard outer(&a);
+    CHECK(current_cuda_stream() == &a);
+    {
+      const CudaStreamGuard unset(nullptr);  // an option left unset
+      CHECK(current_cuda_stream() == &a);
+      const CudaStreamGuard inner(&b);
+      CHECK(current_cuda_stream() == &b);
+      std::thread([] { CHECK(current_cuda_stream() == nullptr); }).join();  // per thread
+    }
+    CHECK(current_cuda_stream() == &a);
+  }
+  CHECK(current_cuda_stream() == nullptr);
 }

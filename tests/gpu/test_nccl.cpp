@@ -9,6 +9,9 @@
 // The backend is built with NCCL and MPI (src/meson.build); elsewhere this file has no test cases.
 #if TT_HAVE_NCCL && TT_HAVE_MPI
 
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <complex>
@@ -18,11 +21,13 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/engine.hpp"
 #include "transport/nccl/nccl_backend.hpp"
 #include "transport/nccl/nccl_check.hpp"  // TT_NCCL_HAS_*: which dtypes this NCCL reduces
+#include "tensortree/cuda_stream.hpp"
 #include "tensortree/device.hpp"
 #include "tensortree/dtype.hpp"
 #include "tensortree/error.hpp"
@@ -321,6 +326,40 @@ TEST_CASE("an operation reads what a copy queued just before it on the legacy de
   input.copy_(source);  // device to device: queued on the legacy stream, the host does not wait
   nccl->all_gather(output, input)->wait();
   require_values(output, source.to(Device::cpu()));
+}
+
+// A non-blocking stream of the test's, destroyed at the end of the case.
+struct TestStream {
+  cudaStream_t handle = nullptr;
+  TestStream() { REQUIRE(cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking) == cudaSuccess); }
+  ~TestStream() { cudaStreamDestroy(handle); }
+};
+
+TEST_CASE("an operation waits for the caller's stream, and make_stream_wait orders another stream after it") {
+  const auto nccl = world_of_one();
+  const TestStream writer;
+  const TestStream reader;
+  constexpr std::int64_t kElements = std::int64_t{1} << 20;
+  const Tensor input = gpu_zeros(DType::Int32, {kElements});
+  const Tensor output = gpu_zeros(DType::Int32, {kElements});
+  // The writer stream is held back on the host for 200 ms before it sets every byte of the input
+  // to 1: an operation ordered only after the legacy default stream would gather zeros.
+  const auto hold_back = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); };
+  REQUIRE(cudaLaunchHostFunc(writer.handle, hold_back, nullptr) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(input.data_ptr(), 1, input.nbytes(), writer.handle) == cudaSuccess);
+  WorkPtr work;
+  {
+    const CudaStreamGuard ordering(writer.handle);
+    work = nccl->all_gather(output, input);
+  }
+  work->make_stream_wait(reader.handle);
+  std::vector<std::int32_t> gathered(static_cast<std::size_t>(kElements));
+  REQUIRE(cudaMemcpyAsync(gathered.data(), output.data_ptr(), output.nbytes(), cudaMemcpyDeviceToHost,
+                          reader.handle) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(reader.handle) == cudaSuccess);
+  const auto wrong = std::count_if(gathered.begin(), gathered.end(), [](std::int32_t v) { return v != 0x01010101; });
+  CHECK(wrong == 0);
+  work->wait();
 }
 
 TEST_CASE("several operations in flight complete whatever order they are waited in") {

@@ -12,6 +12,7 @@
 #include "cuda/cuda_check.hpp"
 #include "transport/nccl/nccl_check.hpp"
 #include "cuda/cuda_handles.hpp"
+#include "cuda/stream_order.hpp"
 #include "transport/nccl/nccl_handles.hpp"
 #include "tensortree/error.hpp"
 
@@ -59,7 +60,9 @@ class NcclState {
     std::lock_guard lock(mutex_);
     throw_if_aborted();
     // The caller's tensors were written on the legacy default stream, where the library's copies
-    // and kernels run; the operation must see those values.
+    // and kernels run, or on the caller's stream, which the legacy stream then waits for; the
+    // operation must see those values.
+    order_after_current_stream();
     TT_CUDA_CHECK(cudaEventRecord(producer_.get(), cudaStreamLegacy));
     TT_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), producer_.get(), 0));
     enqueue(comm_.get(), stream_.get());

@@ -83,6 +83,14 @@ class NcclWork final : public Work {
     tensors_.clear();  // the device is done with them
   }
 
+  // The caller's stream waits for the event behind the operation; an error NCCL has already seen
+  // is thrown here rather than left for a wait that may never come.
+  bool queue_stream_wait(CudaStreamHandle stream) override {
+    state_->check_async_error();
+    TT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), done_.get(), 0));
+    return true;
+  }
+
  private:
   std::shared_ptr<NcclState> state_;
   CudaEvent done_;
