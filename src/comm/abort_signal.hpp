@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -33,7 +34,8 @@ class AbortSignal {
   // reason.
   template <class What>
   void throw_if_raised(What&& what) const {
-    if (raised()) throw BackendError(what() + " was aborted: " + reason() + " (Group::abort); the group is unusable");
+    if (raised()) throw BackendError(fmt::format("{} was aborted: {} (Group::abort); the group is unusable", what(),
+                                                 reason()));
   }
 
  private:

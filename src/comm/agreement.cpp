@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "comm/group_state.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -15,16 +16,15 @@ std::optional<std::string> disagreement(Bootstrap& bootstrap, std::uint64_t valu
   std::array<std::byte, sizeof value> mine{};
   std::memcpy(mine.data(), &value, sizeof value);
   const std::vector<std::byte> all = bootstrap.all_gather(mine);
-  std::string differing;
+  std::vector<int> differing;
   for (int r = 0; r < bootstrap.size(); ++r) {
     std::uint64_t theirs = 0;
     std::memcpy(&theirs, all.data() + static_cast<std::size_t>(r) * sizeof value, sizeof value);
-    if (theirs != value) differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+    if (theirs != value) differing.push_back(r);
   }
   if (differing.empty()) return std::nullopt;
-  return "the ranks passed different " + std::string(what) + " (rank " + std::to_string(bootstrap.rank()) + " of " +
-         std::to_string(bootstrap.size()) + " passed fingerprint " + std::to_string(value) + "; ranks [" + differing +
-         "] passed another)";
+  return fmt::format("the ranks passed different {} (rank {} of {} passed fingerprint {}; ranks {} passed another)",
+                     what, bootstrap.rank(), bootstrap.size(), value, differing);
 }
 
 std::optional<std::string> disagreement(const Group& group, std::uint64_t value, std::string_view what) {
@@ -33,7 +33,7 @@ std::optional<std::string> disagreement(const Group& group, std::uint64_t value,
 
 void require_agreement(Bootstrap& bootstrap, std::uint64_t value, std::string_view what) {
   if (auto differs = disagreement(bootstrap, value, what)) {
-    throw InvalidArgument(*differs + " to a collective call that needs the same on every rank");
+    throw InvalidArgument(fmt::format("{} to a collective call that needs the same on every rank", *differs));
   }
 }
 

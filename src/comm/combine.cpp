@@ -7,6 +7,7 @@
 
 #include "core/element_convert.hpp"
 #include "comm/reduction_rules.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -65,8 +66,7 @@ T combined(T a, T b, ReduceOp op) {
       break;
     case ReduceOp::Avg: break;
   }
-  throw NotSupported("combine_into: no " + std::string(reduce_op_name(op)) + " for " +
-                     std::string(dtype_name(dtype_v<T>)));
+  throw NotSupported(fmt::format("combine_into: no {} for {}", reduce_op_name(op), dtype_v<T>));
 }
 
 bool logical(bool a, bool b, LogicalReduction reduction) {
@@ -80,15 +80,15 @@ bool logical(bool a, bool b, LogicalReduction reduction) {
 
 void check_operands(const Tensor& accumulated, const Tensor& incoming) {
   const auto describe = [](const Tensor& t) {
-    return std::string(dtype_name(t.dtype())) + " of " + std::to_string(t.numel()) + " elements on " +
-           t.device().str();
+    return fmt::format("{} of {} elements on {}", t.dtype(), t.numel(), t.device());
   };
   const bool usable = accumulated.defined() && incoming.defined() && accumulated.device().is_cpu() &&
                       incoming.device().is_cpu() && accumulated.is_contiguous() && incoming.is_contiguous();
   if (!usable || accumulated.dtype() != incoming.dtype() || accumulated.numel() != incoming.numel()) {
-    throw InvalidArgument("combine_into needs two contiguous host tensors of one dtype and length, got " +
-                          (accumulated.defined() ? describe(accumulated) : std::string("an undefined tensor")) +
-                          " and " + (incoming.defined() ? describe(incoming) : std::string("an undefined tensor")));
+    throw InvalidArgument(
+        fmt::format("combine_into needs two contiguous host tensors of one dtype and length, got {} and {}",
+                    accumulated.defined() ? describe(accumulated) : std::string("an undefined tensor"),
+                    incoming.defined() ? describe(incoming) : std::string("an undefined tensor")));
   }
 }
 
@@ -97,8 +97,8 @@ void check_operands(const Tensor& accumulated, const Tensor& incoming) {
 void combine_into(const Tensor& accumulated, const Tensor& incoming, ReduceOp op) {
   check_operands(accumulated, incoming);
   if (const std::string refusal = reduction_refusal(accumulated.dtype(), op); !refusal.empty()) {
-    throw NotSupported("combine_into cannot reduce " + std::string(dtype_name(accumulated.dtype())) + " with " +
-                       std::string(reduce_op_name(op)) + ": " + refusal);
+    throw NotSupported(fmt::format("combine_into cannot reduce {} with {}: {}", accumulated.dtype(), reduce_op_name(op),
+                                   refusal));
   }
   const ReduceOp combine = combining_op(op);
   const std::int64_t count = accumulated.numel();

@@ -3,11 +3,13 @@
 #include "tensortree/device_mesh.hpp"
 
 #include <cstdint>
+#include <ranges>
 #include <string>
 #include <utility>
 
 #include "comm/agreement.hpp"
 #include "comm/group_state.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree {
@@ -19,18 +21,19 @@ void validate_mesh(const Group& parent, const std::vector<MeshDim>& dims) {
   if (dims.empty()) throw InvalidArgument("a DeviceMesh needs at least one dimension");
   std::int64_t product = 1;
   for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i].name.empty()) throw InvalidArgument("mesh dimension " + std::to_string(i) + " has no name");
+    if (dims[i].name.empty()) throw InvalidArgument(fmt::format("mesh dimension {} has no name", i));
     if (dims[i].size < 1) {
-      throw InvalidArgument("mesh dimension '" + dims[i].name + "' has size " + std::to_string(dims[i].size));
+      throw InvalidArgument(fmt::format("mesh dimension '{}' has size {}", dims[i].name, dims[i].size));
     }
     for (std::size_t j = 0; j < i; ++j) {
-      if (dims[j].name == dims[i].name) throw InvalidArgument("mesh dimension '" + dims[i].name + "' appears twice");
+      if (dims[j].name == dims[i].name) throw InvalidArgument(fmt::format("mesh dimension '{}' appears twice",
+                                                                          dims[i].name));
     }
     product *= dims[i].size;
   }
   if (product != parent.size()) {
-    throw InvalidArgument("mesh dimensions multiply to " + std::to_string(product) + " but the group has " +
-                          std::to_string(parent.size()) + " ranks");
+    throw InvalidArgument(fmt::format("mesh dimensions multiply to {} but the group has {} ranks", product,
+                                      parent.size()));
   }
 }
 
@@ -90,9 +93,8 @@ std::size_t DeviceMesh::dim_index(std::string_view dim) const {
   for (std::size_t d = 0; d < dims_.size(); ++d) {
     if (dims_[d].name == dim) return d;
   }
-  std::string names;
-  for (const MeshDim& each : dims_) names += (names.empty() ? "" : ", ") + each.name;
-  throw InvalidArgument("the mesh has no dimension '" + std::string(dim) + "' (it has " + names + ")");
+  const auto names = dims_ | std::views::transform(&MeshDim::name);
+  throw InvalidArgument(fmt::format("the mesh has no dimension '{}' (it has {})", dim, fmt::join(names, ", ")));
 }
 
 }  // namespace tensortree

@@ -11,6 +11,7 @@
 #include "comm/dist_internal.hpp"
 #include "comm/peer_claims.hpp"
 #include "core/checked_math.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::dist {
@@ -23,14 +24,14 @@ namespace {
 
 std::vector<std::int64_t> checked_splits(const std::vector<std::int64_t>& splits, std::string_view name,
                                          const Group& group, std::string_view op) {
-  const std::string prefix = std::string(op) + ": " + std::string(name);
+  const std::string prefix = fmt::format("{}: {}", op, name);
   if (static_cast<int>(splits.size()) != group.size()) {
-    throw InvalidArgument(prefix + " holds " + std::to_string(splits.size()) + " sizes; the group has " +
-                          std::to_string(group.size()) + " ranks");
+    throw InvalidArgument(fmt::format("{} holds {} sizes; the group has {} ranks", prefix, splits.size(),
+                                      group.size()));
   }
   for (std::size_t r = 0; r < splits.size(); ++r) {
     if (splits[r] < 0) {
-      throw InvalidArgument(prefix + "[" + std::to_string(r) + "] is negative (" + std::to_string(splits[r]) + ")");
+      throw InvalidArgument(fmt::format("{}[{}] is negative ({})", prefix, r, splits[r]));
     }
   }
   return splits;
@@ -41,17 +42,15 @@ std::vector<std::int64_t> input_splits_for(const Tensor& input, const AllToAllSp
   const std::int64_t rows = input.size(0);
   if (splits.input_splits.empty()) {
     if (rows % group.size() != 0) {
-      throw InvalidArgument(std::string(op) + ": input has " + std::to_string(rows) +
-                            " rows, which do not split into " + std::to_string(group.size()) +
-                            " equal blocks; pass input_splits");
+      throw InvalidArgument(fmt::format("{}: input has {} rows, which do not split into {} equal blocks; pass "
+                                        "input_splits", op, rows, group.size()));
     }
     return std::vector<std::int64_t>(static_cast<std::size_t>(group.size()), rows / group.size());
   }
   std::vector<std::int64_t> checked = checked_splits(splits.input_splits, "input_splits", group, op);
   const std::int64_t total = std::accumulate(checked.begin(), checked.end(), std::int64_t{0});
   if (total != rows) {
-    throw InvalidArgument(std::string(op) + ": input_splits add up to " + std::to_string(total) +
-                          " rows but input has " + std::to_string(rows));
+    throw InvalidArgument(fmt::format("{}: input_splits add up to {} rows but input has {}", op, total, rows));
   }
   return checked;
 }
@@ -60,7 +59,7 @@ std::string dtype_label(std::int64_t raw) {
   if (raw >= 0 && raw <= 255 && is_valid_dtype(static_cast<std::uint8_t>(raw))) {
     return std::string(dtype_name(static_cast<DType>(raw)));
   }
-  return "dtype #" + std::to_string(raw);
+  return fmt::format("dtype #{}", raw);
 }
 
 // The small round: each rank tells rank r how many rows it sends there, with its dtype and row
@@ -84,13 +83,12 @@ std::vector<std::int64_t> learn_output_splits(const std::vector<std::int64_t>& i
     const std::int64_t dtype = incoming[r * kWords + 1];
     const std::int64_t peer_row_numel = incoming[r * kWords + 2];
     if (dtype != static_cast<std::int64_t>(input.dtype()) || peer_row_numel != row_numel) {
-      throw InvalidArgument(std::string(op) + ": rank " + std::to_string(r) + "'s input is " + dtype_label(dtype) +
-                            " with rows of " + std::to_string(peer_row_numel) + " elements, this rank's is " +
-                            std::string(dtype_name(input.dtype())) + " with rows of " + std::to_string(row_numel));
+      throw InvalidArgument(fmt::format("{}: rank {}'s input is {} with rows of {} elements, this rank's is {} with "
+                                        "rows of {}", op, r, dtype_label(dtype), peer_row_numel, input.dtype(),
+                                        row_numel));
     }
     if (rows < 0) {
-      throw CorruptData(std::string(op) + ": rank " + std::to_string(r) + " announced " + std::to_string(rows) +
-                        " rows");
+      throw CorruptData(fmt::format("{}: rank {} announced {} rows", op, r, rows));
     }
     output_splits[r] = rows;
   }
@@ -109,15 +107,15 @@ std::int64_t total_output_rows(const std::vector<std::int64_t>& output_splits, s
         elements ? tensortree::detail::checked_mul(*elements, static_cast<std::int64_t>(itemsize)) : std::nullopt;
     const std::optional<std::int64_t> sum = tensortree::detail::checked_add(total, rows);
     if (!bytes || !sum) {
-      const std::string message = std::string(op) + ": " + std::to_string(rows) + " rows from rank " +
-                                  std::to_string(r) + " of " + std::to_string(row_numel) + " elements overflow int64";
+      const std::string message = fmt::format("{}: {} rows from rank {} of {} elements overflow int64", op, rows, r,
+                                              row_numel);
       // Rows the peers announced are their bytes; rows the caller passed are its argument.
       if (from_peers) throw CorruptData(message);
       throw InvalidArgument(message);
     }
     if (from_peers) {
       tensortree::detail::check_peer_claim(group, static_cast<int>(r), static_cast<std::uint64_t>(*bytes),
-                                           std::string(op) + ": the rows rank " + std::to_string(r) + " announced");
+                                           fmt::format("{}: the rows rank {} announced", op, r));
     }
     total = *sum;
   }

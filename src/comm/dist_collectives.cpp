@@ -11,6 +11,7 @@
 #include "comm/collective_check.hpp"
 #include "comm/dist_internal.hpp"
 #include "comm/peer_claims.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::dist {
@@ -20,7 +21,7 @@ using namespace detail;
 namespace {
 
 void check_reduce_op(ReduceOp op, DType dtype, std::string_view operation) {
-  const std::string prefix = std::string(operation) + ": op " + std::string(reduce_op_name(op));
+  const std::string prefix = fmt::format("{}: op {}", operation, reduce_op_name(op));
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Product:
@@ -29,18 +30,18 @@ void check_reduce_op(ReduceOp op, DType dtype, std::string_view operation) {
     case ReduceOp::Min:
     case ReduceOp::Max:
       if (is_complex(dtype)) {
-        throw InvalidArgument(prefix + " has no order on a " + std::string(dtype_name(dtype)) + " dtype");
+        throw InvalidArgument(fmt::format("{} has no order on a {} dtype", prefix, dtype));
       }
       return;
     case ReduceOp::BitwiseAnd:
     case ReduceOp::BitwiseOr:
     case ReduceOp::BitwiseXor:
       if (!is_integral(dtype) && dtype != DType::Bool) {
-        throw InvalidArgument(prefix + " needs an integer or bool dtype, not " + std::string(dtype_name(dtype)));
+        throw InvalidArgument(fmt::format("{} needs an integer or bool dtype, not {}", prefix, dtype));
       }
       return;
   }
-  throw InvalidArgument(std::string(operation) + ": op " + std::to_string(static_cast<int>(op)) + " is not a ReduceOp");
+  throw InvalidArgument(fmt::format("{}: op {} is not a ReduceOp", operation, static_cast<int>(op)));
 }
 
 // The common prologue of the collectives on one tensor: membership, then the tensor and the checks
@@ -68,8 +69,7 @@ TensorHeader announce_scatter(std::span<const Tensor> inputs, int root, const Gr
   if (group.rank() == root) {
     problem = per_rank_list_problem(inputs, "inputs", group);
     if (problem.empty() && inputs[0].dim() > static_cast<std::int64_t>(kMaxHeaderDims)) {
-      problem = "inputs[0] has " + std::to_string(inputs[0].dim()) + " dimensions; at most " +
-                std::to_string(kMaxHeaderDims) + " are supported";
+      problem = fmt::format("inputs[0] has {} dimensions; at most {} are supported", inputs[0].dim(), kMaxHeaderDims);
     }
     if (problem.empty()) {
       words[0] = 1;
@@ -78,10 +78,10 @@ TensorHeader announce_scatter(std::span<const Tensor> inputs, int root, const Gr
     }
   }
   const std::vector<std::int64_t> received = announce_words(words, root, group);
-  if (!problem.empty()) throw InvalidArgument(std::string(op) + ": " + problem);
+  if (!problem.empty()) throw InvalidArgument(fmt::format("{}: {}", op, problem));
   if (received[0] != 1) {
-    throw InvalidArgument(std::string(op) + ": the root (rank " + std::to_string(root) +
-                          ") passed invalid inputs and reported why there; nothing was scattered");
+    throw InvalidArgument(fmt::format("{}: the root (rank {}) passed invalid inputs and reported why there; nothing "
+                                      "was scattered", op, root));
   }
   return decode_header(std::span(received).subspan(1), root);
 }
@@ -216,8 +216,8 @@ Pending<Tensor> reduce_scatter_tensor_async(const Tensor& input, const Group& gr
     check_defined(input, "input", name);
     check_reduce_op(op, input.dtype(), name);
     if (input.dim() == 0 || input.size(0) % group.size() != 0) {
-      invalid(name, "input of shape " + shape_str(input.shape()) + " does not split into " +
-                        std::to_string(group.size()) + " equal blocks along dimension 0");
+      invalid(name, fmt::format("input of shape {} does not split into {} equal blocks along dimension 0",
+                                shape_str(input.shape()), group.size()));
     }
   });
   Shape shape = input.shape();

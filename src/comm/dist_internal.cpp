@@ -10,6 +10,7 @@
 
 #include "comm/group_state.hpp"
 #include "core/checked_math.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/error.hpp"
 
@@ -18,13 +19,13 @@ namespace tensortree::dist::detail {
 namespace {
 
 std::string describe(const Tensor& tensor) {
-  return std::string(dtype_name(tensor.dtype())) + shape_str(tensor.shape()) + " on " + tensor.device().str();
+  return fmt::format("{}{} on {}", tensor.dtype(), shape_str(tensor.shape()), tensor.device());
 }
 
 }  // namespace
 
 [[noreturn]] void invalid(std::string_view op, const std::string& message) {
-  throw InvalidArgument(std::string(op) + ": " + message);
+  throw InvalidArgument(fmt::format("{}: {}", op, message));
 }
 
 // The first reason `tensors` is not one tensor per rank of a single shape, dtype and device; empty
@@ -32,17 +33,17 @@ std::string describe(const Tensor& tensor) {
 std::string per_rank_list_problem(std::span<const Tensor> tensors, std::string_view name, const Group& group) {
   const std::string list(name);
   if (static_cast<int>(tensors.size()) != group.size()) {
-    return list + " holds " + std::to_string(tensors.size()) + " tensors; the group has " +
-           std::to_string(group.size()) + " ranks and needs one per rank";
+    return fmt::format("{} holds {} tensors; the group has {} ranks and needs one per rank", list, tensors.size(),
+                       group.size());
   }
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const std::string item = list + "[" + std::to_string(i) + "]";
-    if (!tensors[i].defined()) return item + " is undefined";
+    const std::string item = fmt::format("{}[{}]", list, i);
+    if (!tensors[i].defined()) return fmt::format("{} is undefined", item);
     const Tensor& first = tensors[0];
     if (tensors[i].dtype() != first.dtype() || tensors[i].shape() != first.shape() ||
         tensors[i].device() != first.device()) {
-      return item + " is " + describe(tensors[i]) + " but " + list + "[0] is " + describe(first) +
-             "; every rank's tensor needs one shape, dtype and device";
+      return fmt::format("{} is {} but {}[0] is {}; every rank's tensor needs one shape, dtype and device", item,
+                         describe(tensors[i]), list, describe(first));
     }
   }
   return {};
@@ -55,18 +56,17 @@ void check_member(const Group& group, std::string_view op) {
 
 void check_rank(int rank, std::string_view name, const Group& group, std::string_view op) {
   if (rank < 0 || rank >= group.size()) {
-    invalid(op, std::string(name) + " " + std::to_string(rank) + " is outside the group of " +
-                    std::to_string(group.size()) + " ranks");
+    invalid(op, fmt::format("{} {} is outside the group of {} ranks", name, rank, group.size()));
   }
 }
 
 void check_defined(const Tensor& tensor, std::string_view name, std::string_view op) {
-  if (!tensor.defined()) invalid(op, std::string(name) + " is undefined");
+  if (!tensor.defined()) invalid(op, fmt::format("{} is undefined", name));
 }
 
 void check_tag(int tag, std::string_view name, std::string_view op) {
   if (tag < 0 || tag > kMaxUserTag) {
-    invalid(op, std::string(name) + " " + std::to_string(tag) + " is outside 0.." + std::to_string(kMaxUserTag));
+    invalid(op, fmt::format("{} {} is outside 0..{}", name, tag, kMaxUserTag));
   }
 }
 
@@ -147,8 +147,7 @@ std::vector<Tensor> blocks_of(const Tensor& stacked) {
 std::int64_t rows_times(std::int64_t rows, std::int64_t factor, std::string_view op) {
   const std::optional<std::int64_t> product = tensortree::detail::checked_mul(rows, factor);
   if (!product) {
-    throw InvalidArgument(std::string(op) + ": " + std::to_string(rows) + " rows times " + std::to_string(factor) +
-                          " overflows int64");
+    throw InvalidArgument(fmt::format("{}: {} rows times {} overflows int64", op, rows, factor));
   }
   return *product;
 }

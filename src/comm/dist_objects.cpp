@@ -14,6 +14,7 @@
 #include "comm/dist_internal.hpp"
 #include "comm/peer_claims.hpp"
 #include "core/envelope.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/dist_ops.hpp"
 
 // The parts of Boost's binary input archive that live in its .ipp files, instantiated for the
@@ -48,8 +49,8 @@ Tensor bytes_tensor(std::span<const std::byte> bytes) {
 
 Bytes copy_of_bytes(const Tensor& view) {
   if (view.dtype() != DType::UInt8 || view.dim() != 1) {
-    throw CorruptData("object bytes arrived as a " + std::string(dtype_name(view.dtype())) + shape_str(view.shape()) +
-                      " tensor, not a 1-D uint8 one");
+    throw CorruptData(fmt::format("object bytes arrived as a {}{} tensor, not a 1-D uint8 one", view.dtype(),
+                                  shape_str(view.shape())));
   }
   Bytes out(view.nbytes());
   if (!out.empty()) std::memcpy(out.data(), view.data_ptr(), out.size());
@@ -67,11 +68,10 @@ std::vector<Bytes> copies_of_bytes(const std::vector<Tensor>& views) {
 // bytes are allocated.
 std::int64_t checked_size(std::int64_t size, int sender, const Group& group, std::string_view op) {
   if (size < 0) {
-    throw CorruptData(std::string(op) + ": rank " + std::to_string(sender) + " announced " + std::to_string(size) +
-                      " bytes");
+    throw CorruptData(fmt::format("{}: rank {} announced {} bytes", op, sender, size));
   }
   tensortree::detail::check_peer_claim(group, sender, static_cast<std::uint64_t>(size),
-                                       std::string(op) + ": the object payload");
+                                       fmt::format("{}: the object payload", op));
   return size;
 }
 
@@ -123,9 +123,10 @@ Bytes scatter_bytes(std::span<const Bytes> per_rank, int root, const Group& grou
   metadata_collectives(group).scatter(my_size, sizes, root)->wait();
   const std::int64_t size = int64_values(my_size)[0];
   if (size == kInvalidRootArguments) {
-    throw InvalidArgument(std::string(op) + ": the root (rank " + std::to_string(root) + ") passed " +
-                          (is_root ? std::to_string(per_rank.size()) : std::string("a list of")) +
-                          " values; the group has " + std::to_string(group.size()) + " ranks and needs one per rank");
+    throw InvalidArgument(fmt::format("{}: the root (rank {}) passed {} values; the group has {} ranks and needs one "
+                                      "per rank", op, root,
+                                      is_root ? fmt::to_string(per_rank.size()) : std::string("a list of"),
+                                      group.size()));
   }
   ByteExchange exchange;
   Bytes mine;

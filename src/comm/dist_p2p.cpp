@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "comm/dist_internal.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::dist {
@@ -24,16 +25,16 @@ void check_tensor_op(const Tensor& tensor, const Group& group, std::string_view 
 
 void check_p2p_op(const P2POp& op, std::size_t index, const Tensor& first, const Group& group) {
   constexpr std::string_view name = "batch_isend_irecv";
-  const std::string item = "ops[" + std::to_string(index) + "]";
+  const std::string item = fmt::format("ops[{}]", index);
   if (op.kind != P2POp::Kind::Send && op.kind != P2POp::Kind::Recv) {
-    throw InvalidArgument(std::string(name) + ": " + item + ".kind is neither Send nor Recv");
+    throw InvalidArgument(fmt::format("{}: {}.kind is neither Send nor Recv", name, item));
   }
-  check_defined(op.tensor, item + ".tensor", name);
-  check_rank(op.peer, item + ".peer", group, name);
-  check_tag(op.tag, item + ".tag", name);
+  check_defined(op.tensor, fmt::format("{}.tensor", item), name);
+  check_rank(op.peer, fmt::format("{}.peer", item), group, name);
+  check_tag(op.tag, fmt::format("{}.tag", item), name);
   if (op.tensor.device() != first.device()) {
-    throw InvalidArgument(std::string(name) + ": " + item + ".tensor is on " + op.tensor.device().str() +
-                          " but ops[0].tensor on " + first.device().str() + "; one batch moves one device's tensors");
+    throw InvalidArgument(fmt::format("{}: {}.tensor is on {} but ops[0].tensor on {}; one batch moves one device's "
+                                      "tensors", name, item, op.tensor.device(), first.device()));
   }
 }
 

@@ -10,6 +10,7 @@
 #include "comm/dist_internal.hpp"
 #include "comm/peer_claims.hpp"
 #include "core/checked_math.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/error.hpp"
 
@@ -22,13 +23,13 @@ namespace {
 enum HeaderWord : std::size_t { kDeviceWord = 0, kDTypeWord = 1, kNdimWord = 2, kFirstDimWord = 3 };
 
 [[noreturn]] void corrupt_header(int sender, const std::string& what) {
-  throw CorruptData("shape header from rank " + std::to_string(sender) + ": " + what);
+  throw CorruptData(fmt::format("shape header from rank {}: {}", sender, what));
 }
 
 // Each block of allocate_blocks starts at a multiple of kByteAlignment, so every dtype's view is aligned.
 std::size_t aligned(std::size_t bytes) {
   const std::optional<std::uint64_t> padded = tensortree::detail::checked_align_up(bytes);
-  if (!padded) throw InvalidArgument("a block of " + std::to_string(bytes) + " bytes cannot be aligned");
+  if (!padded) throw InvalidArgument(fmt::format("a block of {} bytes cannot be aligned", bytes));
   return static_cast<std::size_t>(*padded);
 }
 
@@ -40,8 +41,8 @@ std::size_t TensorHeader::nbytes() const { return static_cast<std::size_t>(numel
 
 HeaderWords encode_header(const TensorHeader& header, std::string_view op) {
   if (header.shape.size() > kMaxHeaderDims) {
-    throw InvalidArgument(std::string(op) + ": a tensor of " + std::to_string(header.shape.size()) +
-                          " dimensions; variadic shapes carry at most " + std::to_string(kMaxHeaderDims));
+    throw InvalidArgument(fmt::format("{}: a tensor of {} dimensions; variadic shapes carry at most {}", op,
+                                      header.shape.size(), kMaxHeaderDims));
   }
   HeaderWords words{};
   words[kDeviceWord] = static_cast<std::int64_t>(header.device_type);
@@ -56,18 +57,18 @@ TensorHeader decode_header(std::span<const std::int64_t> words, int sender) {
   const std::int64_t dtype = words[kDTypeWord];
   const std::int64_t ndim = words[kNdimWord];
   if (device != static_cast<std::int64_t>(DeviceType::CPU) && device != static_cast<std::int64_t>(DeviceType::CUDA)) {
-    corrupt_header(sender, "device kind " + std::to_string(device) + " is neither cpu nor cuda");
+    corrupt_header(sender, fmt::format("device kind {} is neither cpu nor cuda", device));
   }
   if (dtype < 0 || dtype > 255 || !is_valid_dtype(static_cast<std::uint8_t>(dtype))) {
-    corrupt_header(sender, "dtype " + std::to_string(dtype) + " is not a dtype");
+    corrupt_header(sender, fmt::format("dtype {} is not a dtype", dtype));
   }
   if (ndim < 0 || ndim > static_cast<std::int64_t>(kMaxHeaderDims)) {
-    corrupt_header(sender, std::to_string(ndim) + " dimensions, outside 0.." + std::to_string(kMaxHeaderDims));
+    corrupt_header(sender, fmt::format("{} dimensions, outside 0..{}", ndim, kMaxHeaderDims));
   }
   TensorHeader header{static_cast<DeviceType>(device), static_cast<DType>(dtype),
                       Shape(words.begin() + kFirstDimWord, words.begin() + kFirstDimWord + ndim)};
   if (!tensortree::detail::checked_nbytes(header.shape, itemsize(header.dtype))) {
-    corrupt_header(sender, "shape " + shape_str(header.shape) + " is negative or too large");
+    corrupt_header(sender, fmt::format("shape {} is negative or too large", shape_str(header.shape)));
   }
   return header;
 }
@@ -81,8 +82,8 @@ std::vector<Tensor> allocate_blocks(std::span<const TensorHeader> headers, Devic
     offsets.push_back(total);
     const std::optional<std::size_t> next = tensortree::detail::checked_add(total, aligned(header.nbytes()));
     if (!next) {
-      throw CorruptData("variadic shapes: " + std::to_string(headers.size()) +
-                        " blocks whose sizes overflow 64 bits together; nothing was allocated");
+      throw CorruptData(fmt::format("variadic shapes: {} blocks whose sizes overflow 64 bits together; nothing was "
+                                    "allocated", headers.size()));
     }
     total = *next;
   }
@@ -141,13 +142,13 @@ void check_block_claims(std::span<const TensorHeader> headers, const Group& grou
   std::uint64_t total = 0;
   for (std::size_t r = 0; r < headers.size(); ++r) {
     const int sender = static_cast<int>(r);
-    const std::string what = std::string(op) + ": the tensor";
+    const std::string what = fmt::format("{}: the tensor", op);
     // decode_header has checked that numel × itemsize fits an int64.
     const std::uint64_t bytes = headers[r].nbytes();
     tensortree::detail::check_peer_claim(group, sender, bytes, what);
     const std::optional<std::uint64_t> padded = tensortree::detail::checked_align_up(bytes);
     if (!padded) tensortree::detail::peer_claim_sum(sender, {bytes, tensortree::detail::kByteAlignment}, what);
-    total = tensortree::detail::peer_claim_sum(sender, {total, *padded}, what + "s gathered so far");
+    total = tensortree::detail::peer_claim_sum(sender, {total, *padded}, fmt::format("{}s gathered so far", what));
   }
 }
 
@@ -155,24 +156,24 @@ void check_block_claims(std::span<const TensorHeader> headers, const Group& grou
 void check_one_device_kind(std::span<const TensorHeader> headers, DeviceType mine, std::string_view op) {
   for (std::size_t r = 0; r < headers.size(); ++r) {
     if (headers[r].device_type != mine) {
-      throw InvalidArgument(std::string(op) + ": rank " + std::to_string(r) + "'s tensor is on " +
-                            device_of_kind(headers[r].device_type).str() + ", this rank's on " +
-                            device_of_kind(mine).str() + "; every rank's must be on one kind of device");
+      throw InvalidArgument(fmt::format("{}: rank {}'s tensor is on {}, this rank's on {}; every rank's must be on "
+                                        "one kind of device", op, r, device_of_kind(headers[r].device_type),
+                                        device_of_kind(mine)));
     }
   }
 }
 
 void check_inputs(std::span<const Tensor> inputs, const Group& group, std::string_view op) {
   if (static_cast<int>(inputs.size()) != group.size()) {
-    throw InvalidArgument(std::string(op) + ": inputs holds " + std::to_string(inputs.size()) +
-                          " tensors; the group has " + std::to_string(group.size()) + " ranks and needs one per rank");
+    throw InvalidArgument(fmt::format("{}: inputs holds {} tensors; the group has {} ranks and needs one per rank", op,
+                                      inputs.size(), group.size()));
   }
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::string item = "inputs[" + std::to_string(i) + "]";
+    const std::string item = fmt::format("inputs[{}]", i);
     check_defined(inputs[i], item, op);
     if (inputs[i].device() != inputs[0].device()) {
-      throw InvalidArgument(std::string(op) + ": " + item + " is on " + inputs[i].device().str() +
-                            " but inputs[0] on " + inputs[0].device().str());
+      throw InvalidArgument(fmt::format("{}: {} is on {} but inputs[0] on {}", op, item, inputs[i].device(),
+                                        inputs[0].device()));
     }
   }
 }

@@ -6,12 +6,14 @@
 #include <limits>
 #include <initializer_list>
 #include <optional>
+#include <ranges>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "comm/collective_check.hpp"
 #include "comm/group_state.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree {
@@ -29,7 +31,7 @@ std::optional<std::uint64_t> positive_from_environment(const char* name, const c
   // strtoull accepts a sign (and negates); only digits are a number here.
   if (errno != 0 || *end != '\0' || value == 0 || text[0] < '0' || text[0] > '9' ||
       value > static_cast<unsigned long long>(std::numeric_limits<std::int64_t>::max())) {
-    throw InvalidArgument(std::string(name) + " must be a positive number of " + unit + ", got '" + text + "'");
+    throw InvalidArgument(fmt::format("{} must be a positive number of {}, got '{}'", name, unit, text));
   }
   return value;
 }
@@ -41,13 +43,11 @@ Enum choice_from_environment(const char* name, std::initializer_list<std::pair<s
                              Enum fallback) {
   const char* text = std::getenv(name);
   if (!text || !*text) return fallback;
-  std::string names;
   for (const auto& [choice, value] : choices) {
     if (choice == text) return value;
-    names += names.empty() ? "" : ", ";
-    names += choice;
   }
-  throw InvalidArgument(std::string(name) + " must be one of " + names + ", got '" + text + "'");
+  throw InvalidArgument(
+      fmt::format("{} must be one of {}, got '{}'", name, fmt::join(choices | std::views::keys, ", "), text));
 }
 
 }  // namespace

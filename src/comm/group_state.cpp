@@ -5,24 +5,14 @@
 #include <string>
 
 #include "comm/group_collectives.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
 
-namespace {
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
-  return text + "]";
-}
-
-}  // namespace
-
 void validate_options(const GroupOptions& options) {
   if (options.timeout <= std::chrono::milliseconds::zero()) {
-    throw InvalidArgument("GroupOptions::timeout must be positive, got " + std::to_string(options.timeout.count()) +
-                          " ms");
+    throw InvalidArgument(fmt::format("GroupOptions::timeout must be positive, got {} ms", options.timeout.count()));
   }
 }
 
@@ -35,8 +25,8 @@ GroupState::GroupState(std::unique_ptr<Bootstrap> bootstrap, std::shared_ptr<Tra
   validate_options(options_);
   if (!bootstrap_ || !factory_) throw InvalidArgument("a member's GroupState needs a bootstrap and a transport factory");
   if (bootstrap_->size() != size()) {
-    throw BackendError("a bootstrap of " + std::to_string(bootstrap_->size()) + " ranks for a group of world ranks " +
-                       rank_list(world_ranks_));
+    throw BackendError(fmt::format("a bootstrap of {} ranks for a group of world ranks {}", bootstrap_->size(),
+                                   world_ranks_));
   }
   rank_ = bootstrap_->rank();
   placements_ = decode_placements(bootstrap_->all_gather(encode_placement(this_placement())));
@@ -60,10 +50,11 @@ GroupState::~GroupState() = default;
 
 void GroupState::require_member() const {
   if (rank_ < 0) {
-    throw InvalidArgument("this process is not a member of the group of world ranks " + rank_list(world_ranks_));
+    throw InvalidArgument(fmt::format("this process is not a member of the group of world ranks {}",
+                                      world_ranks_));
   }
   aborted_.throw_if_raised(
-      [&] { return "the group of world ranks " + rank_list(world_ranks_) + " on its rank " + std::to_string(rank_); });
+      [&] { return fmt::format("the group of world ranks {} on its rank {}", world_ranks_, rank_); });
 }
 
 void GroupState::abort(const std::string& reason) {
@@ -101,8 +92,7 @@ const DeviceTransports& GroupState::transports(Device device) {
       made.collectives && made.any_source && made.peers.size() == static_cast<std::size_t>(size()) &&
       std::all_of(made.peers.begin(), made.peers.end(), [](const auto& peer) { return peer != nullptr; });
   if (!complete) {
-    throw BackendError("the transport factory gave an incomplete table for a group of " + std::to_string(size()) +
-                       " ranks");
+    throw BackendError(fmt::format("the transport factory gave an incomplete table for a group of {} ranks", size()));
   }
   made.collectives = std::make_shared<GroupCollectives>(std::move(made.collectives), made.peers, counters_);
   return transports_.emplace(key, std::move(made)).first->second;
@@ -115,8 +105,7 @@ PeerTransport& GroupState::any_source(Device device) { return *transports(device
 PeerTransport& GroupState::transport(int peer, Device device) {
   require_member();
   if (peer < 0 || peer >= size()) {
-    throw InvalidArgument("transport: peer " + std::to_string(peer) + " is not a rank of a group of " +
-                          std::to_string(size()));
+    throw InvalidArgument(fmt::format("transport: peer {} is not a rank of a group of {}", peer, size()));
   }
   return *transports(device).peers[static_cast<std::size_t>(peer)];
 }

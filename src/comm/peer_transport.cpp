@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree {
@@ -9,7 +10,7 @@ namespace tensortree {
 namespace {
 
 [[noreturn]] void unsupported(const PeerTransport& transport, std::string_view operation) {
-  throw NotSupported(std::string(transport.name()) + " does not support " + std::string(operation));
+  throw NotSupported(fmt::format("{} does not support {}", transport.name(), operation));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "core/element_convert.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -51,7 +52,7 @@ LogicalReduction logical_reduction(ReduceOp op) {
     case ReduceOp::BitwiseXor: return LogicalReduction::Parity;
     case ReduceOp::Avg: break;
   }
-  throw InvalidArgument("no logical reduction for " + std::string(reduce_op_name(op)));
+  throw InvalidArgument(fmt::format("no logical reduction for {}", reduce_op_name(op)));
 }
 
 ReduceOp combining_op(ReduceOp op) { return op == ReduceOp::Avg ? ReduceOp::Sum : op; }

@@ -8,6 +8,7 @@
 
 #include "comm/agreement.hpp"
 #include "core/cuda_api.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -66,8 +67,8 @@ std::array<std::byte, kPlacementBytes> encode_placement(const RankPlacement& pla
 
 std::vector<RankPlacement> decode_placements(std::span<const std::byte> bytes) {
   if (bytes.size() % kPlacementBytes != 0) {
-    throw CorruptData("placements of " + std::to_string(bytes.size()) + " bytes: not a whole number of " +
-                      std::to_string(kPlacementBytes) + "-byte records");
+    throw CorruptData(fmt::format("placements of {} bytes: not a whole number of {}-byte records", bytes.size(),
+                                  kPlacementBytes));
   }
   std::vector<RankPlacement> placements(bytes.size() / kPlacementBytes);
   for (std::size_t i = 0; i < placements.size(); ++i) {
@@ -75,7 +76,7 @@ std::vector<RankPlacement> decode_placements(std::span<const std::byte> bytes) {
     std::memcpy(&placements[i].node, record, sizeof placements[i].node);
     std::memcpy(placements[i].gpu.data(), record + 8, placements[i].gpu.size());
     const auto flag = std::to_integer<std::uint8_t>(record[24]);
-    if (flag > 1) throw CorruptData("placement of rank " + std::to_string(i) + ": a GPU flag of " + std::to_string(flag));
+    if (flag > 1) throw CorruptData(fmt::format("placement of rank {}: a GPU flag of {}", i, flag));
     placements[i].has_gpu = flag == 1;
     std::memcpy(&placements[i].probe.pid, record + 28, 4);
     std::memcpy(&placements[i].probe.fd, record + 32, 4);
@@ -104,8 +105,7 @@ std::vector<std::uint8_t> probe_peers(std::span<const RankPlacement> members, in
 std::vector<std::uint8_t> mutually_mappable(std::span<const std::byte> gathered, int rank, int size) {
   const auto n = static_cast<std::size_t>(size);
   if (gathered.size() != n * n) {
-    throw CorruptData("shared-memory probe results of " + std::to_string(gathered.size()) + " bytes for " +
-                      std::to_string(size) + " members");
+    throw CorruptData(fmt::format("shared-memory probe results of {} bytes for {} members", gathered.size(), size));
   }
   const auto me = static_cast<std::size_t>(rank);
   std::vector<std::uint8_t> mutual(n, 0);
@@ -126,14 +126,13 @@ CudaTransportChoice choose_cuda_transport(std::span<const RankPlacement> members
   if (!nccl_built) {
     refusal = "the library was built without NCCL";
   } else if (const SharedGpu shared = first_shared_gpu(members); shared.a >= 0) {
-    refusal = "group ranks " + std::to_string(shared.a) + " and " + std::to_string(shared.b) +
-              " share one GPU, which NCCL refuses";
+    refusal = fmt::format("group ranks {} and {} share one GPU, which NCCL refuses", shared.a, shared.b);
   } else if (std::any_of(members.begin(), members.end(), [](const RankPlacement& m) { return !m.has_gpu; })) {
     refusal = "a member has no GPU";
   }
   if (refusal.empty()) return {CudaTransportKind::Nccl, "every member has a GPU of its own"};
   if (preference == CudaTransport::Nccl) {
-    throw InvalidArgument("GroupOptions::cuda_transport asks for NCCL, but " + refusal);
+    throw InvalidArgument(fmt::format("GroupOptions::cuda_transport asks for NCCL, but {}", refusal));
   }
   return {CudaTransportKind::Staged, refusal};
 }
@@ -153,8 +152,8 @@ std::vector<PeerTransportKind> choose_host_transports(std::span<const RankPlacem
                                                       std::span<const std::uint8_t> mappable,
                                                       HostTransport preference) {
   if (mappable.size() != members.size()) {
-    throw InvalidArgument("choose_host_transports: " + std::to_string(mappable.size()) + " mapping results for " +
-                          std::to_string(members.size()) + " members");
+    throw InvalidArgument(fmt::format("choose_host_transports: {} mapping results for {} members", mappable.size(),
+                                      members.size()));
   }
   std::vector<PeerTransportKind> kinds(members.size(), PeerTransportKind::Mpi);
   if (preference == HostTransport::Mpi) return kinds;
@@ -164,10 +163,9 @@ std::vector<PeerTransportKind> choose_host_transports(std::span<const RankPlacem
     if (mappable[peer] != 0) {
       kinds[peer] = PeerTransportKind::SharedMemory;
     } else if (preference == HostTransport::SharedMemory) {
-      throw InvalidArgument("GroupOptions::host_transport asks for shared memory, but group ranks " +
-                            std::to_string(rank) + " and " + std::to_string(peer) +
-                            " run on one node and cannot map each other's memory (/proc/<pid>/fd is not open to "
-                            "them)");
+      throw InvalidArgument(fmt::format("GroupOptions::host_transport asks for shared memory, but group ranks {} and "
+                                        "{} run on one node and cannot map each other's memory (/proc/<pid>/fd is not "
+                                        "open to them)", rank, peer));
     }
   }
   return kinds;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/cuda_api.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/config.hpp"
 #include "tensortree/error.hpp"
 
@@ -21,8 +22,7 @@ Device Device::parse(std::string_view text) {
       return cuda(index);
     }
   }
-  throw InvalidArgument("cannot parse device '" + std::string(text) +
-                        "' (expected \"cpu\", \"cuda\" or \"cuda:<index>\")");
+  throw InvalidArgument(fmt::format("cannot parse device '{}' (expected \"cpu\", \"cuda\" or \"cuda:<index>\")", text));
 }
 
 std::string Device::str() const {
@@ -38,13 +38,12 @@ Device resolve_device(Device device) {
   if (device.is_cpu()) return Device::cpu();
   const int count = cuda::device_count();
   if (count == 0) {
-    throw NotSupported("cannot use " + device.str() + ": " +
-                       (TT_HAVE_CUDA ? "no CUDA device is present" : "tensortree was built without CUDA"));
+    throw NotSupported(fmt::format("cannot use {}: {}", device,
+                                   TT_HAVE_CUDA ? "no CUDA device is present" : "tensortree was built without CUDA"));
   }
   if (device.index() == -1) return Device::cuda(cuda::current_device());
   if (device.index() < 0 || device.index() >= count) {
-    throw InvalidArgument("no CUDA device " + std::to_string(device.index()) + " (" +
-                          std::to_string(count) + " present)");
+    throw InvalidArgument(fmt::format("no CUDA device {} ({} present)", device.index(), count));
   }
   return device;
 }

@@ -8,6 +8,7 @@
 
 #include "core/checked_math.hpp"
 #include "core/cuda_api.hpp"
+#include "core/text_format.hpp"
 
 namespace tensortree {
 
@@ -44,8 +45,7 @@ std::uint8_t dl_type_code(DType dtype) {
     case DType::Float8_e4m3fn: return kDLFloat8_e4m3fn;
     case DType::Float8_e5m2: return kDLFloat8_e5m2;
   }
-  throw InvalidArgument("to_dlpack: invalid dtype value " +
-                        std::to_string(static_cast<int>(dtype)));
+  throw InvalidArgument(fmt::format("to_dlpack: invalid dtype value {}", static_cast<int>(dtype)));
 }
 
 DLDataType dl_dtype_of(DType dtype) {
@@ -81,21 +81,20 @@ std::string type_code_name(std::uint8_t code) {
 }
 
 std::string describe(DLDataType dl) {
-  return "(code " + std::to_string(dl.code) + " '" + type_code_name(dl.code) + "', " +
-         std::to_string(dl.bits) + " bits, " + std::to_string(dl.lanes) + " lanes)";
+  return fmt::format("(code {} '{}', {} bits, {} lanes)", dl.code, type_code_name(dl.code), dl.bits, dl.lanes);
 }
 
 // The inverse of dl_dtype_of, derived from it so that the two directions cannot disagree.
 DType dtype_from_dl(DLDataType dl) {
   if (dl.lanes != 1) {
-    throw NotSupported("from_dlpack: DLPack dtype " + describe(dl) +
-                       " is a vector type; tensortree needs lanes == 1");
+    throw NotSupported(fmt::format("from_dlpack: DLPack dtype {} is a vector type; tensortree needs lanes == 1",
+                                   describe(dl)));
   }
   for (DType dtype : kAllDTypes) {
     const DLDataType candidate = dl_dtype_of(dtype);
     if (candidate.code == dl.code && candidate.bits == dl.bits) return dtype;
   }
-  throw NotSupported("from_dlpack: DLPack dtype " + describe(dl) + " has no tensortree dtype");
+  throw NotSupported(fmt::format("from_dlpack: DLPack dtype {} has no tensortree dtype", describe(dl)));
 }
 
 // ---- devices -----------------------------------------------------------------------------------
@@ -112,8 +111,7 @@ DLDevice dl_device_of(Device device) {
       dl.device_id = device.index() < 0 ? cuda::current_device() : device.index();
       return dl;
   }
-  throw InvalidArgument("to_dlpack: invalid device type value " +
-                        std::to_string(static_cast<int>(device.type())));
+  throw InvalidArgument(fmt::format("to_dlpack: invalid device type value {}", static_cast<int>(device.type())));
 }
 
 std::string device_type_name(int type) {
@@ -129,7 +127,7 @@ std::string device_type_name(int type) {
     case kDLROCMHost: return "kDLROCMHost";
     case kDLExtDev: return "kDLExtDev";
     case kDLCUDAManaged: return "kDLCUDAManaged";
-    default: return "device type " + std::to_string(type);
+    default: return fmt::format("device type {}", type);
   }
 }
 
@@ -141,13 +139,12 @@ Device device_from_dl(DLDevice dl) {
       return Device::cpu();
     case kDLCUDA:
       if (dl.device_id < 0) {
-        throw InvalidArgument("from_dlpack: kDLCUDA tensor has negative device_id " +
-                              std::to_string(dl.device_id));
+        throw InvalidArgument(fmt::format("from_dlpack: kDLCUDA tensor has negative device_id {}", dl.device_id));
       }
       return Device::cuda(dl.device_id);
     default:
-      throw NotSupported("from_dlpack: DLPack device " + device_type_name(type) +
-                         " is not supported (tensortree imports kDLCPU, kDLCUDAHost and kDLCUDA)");
+      throw NotSupported(fmt::format("from_dlpack: DLPack device {} is not supported (tensortree imports kDLCPU, "
+                                     "kDLCUDAHost and kDLCUDA)", device_type_name(type)));
   }
 }
 
@@ -164,17 +161,15 @@ struct ImportedLayout {
 
 Shape read_shape(const DLTensor& dl) {
   if (dl.ndim < 0) {
-    throw InvalidArgument("from_dlpack: ndim is negative (" + std::to_string(dl.ndim) + ")");
+    throw InvalidArgument(fmt::format("from_dlpack: ndim is negative ({})", dl.ndim));
   }
   if (dl.ndim > 0 && dl.shape == nullptr) {
-    throw InvalidArgument("from_dlpack: shape is NULL for a tensor of " + std::to_string(dl.ndim) +
-                          " dimensions");
+    throw InvalidArgument(fmt::format("from_dlpack: shape is NULL for a tensor of {} dimensions", dl.ndim));
   }
   Shape shape(dl.shape, dl.shape + dl.ndim);
   for (std::size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] < 0) {
-      throw InvalidArgument("from_dlpack: dimension " + std::to_string(d) + " of shape " +
-                            shape_str(shape) + " is negative");
+      throw InvalidArgument(fmt::format("from_dlpack: dimension {} of shape {} is negative", d, shape_str(shape)));
     }
   }
   numel_of(shape);  // rejects a shape whose element count overflows
@@ -187,8 +182,8 @@ Strides read_strides(const DLTensor& dl, const Shape& shape) {
   Strides strides(dl.strides, dl.strides + dl.ndim);
   for (std::size_t d = 0; d < strides.size(); ++d) {
     if (strides[d] < 0) {
-      throw NotSupported("from_dlpack: stride " + std::to_string(strides[d]) + " of dimension " +
-                         std::to_string(d) + " is negative; tensortree views need strides >= 0");
+      throw NotSupported(fmt::format("from_dlpack: stride {} of dimension {} is negative; tensortree views need "
+                                     "strides >= 0", strides[d], d));
     }
   }
   return strides;
@@ -198,8 +193,8 @@ Strides read_strides(const DLTensor& dl, const Shape& shape) {
 std::size_t view_extent(const Shape& shape, const Strides& strides, std::size_t itemsize) {
   const std::optional<std::size_t> bytes = detail::view_extent_bytes(shape, strides, itemsize);
   if (!bytes) {
-    throw InvalidArgument("from_dlpack: shape " + shape_str(shape) + " with strides " +
-                          shape_str(strides) + " reaches past the address space");
+    throw InvalidArgument(fmt::format("from_dlpack: shape {} with strides {} reaches past the address space",
+                                      shape_str(shape), shape_str(strides)));
   }
   return *bytes;
 }
@@ -210,15 +205,14 @@ ImportedLayout read_layout(const DLTensor& dl) {
   layout.strides = read_strides(dl, layout.shape);
   const std::size_t extent = view_extent(layout.shape, layout.strides, itemsize(layout.dtype));
   if (extent > 0 && dl.data == nullptr) {
-    throw InvalidArgument("from_dlpack: data is NULL for a tensor of shape " +
-                          shape_str(layout.shape));
+    throw InvalidArgument(fmt::format("from_dlpack: data is NULL for a tensor of shape {}", shape_str(layout.shape)));
   }
   // An empty tensor may come with NULL data, and an offset from NULL is no address.
   layout.byte_offset = dl.data == nullptr ? 0 : dl.byte_offset;
   const std::optional<std::size_t> storage_bytes = detail::checked_add<std::size_t>(layout.byte_offset, extent);
   if (!storage_bytes) {
-    throw InvalidArgument("from_dlpack: byte_offset " + std::to_string(dl.byte_offset) +
-                          " plus the view's " + std::to_string(extent) + " bytes overflows");
+    throw InvalidArgument(fmt::format("from_dlpack: byte_offset {} plus the view's {} bytes overflows", dl.byte_offset,
+                                      extent));
   }
   layout.storage_bytes = *storage_bytes;
   return layout;
@@ -285,7 +279,7 @@ Strides exported_strides(const Tensor& tensor) {
 
 template <class Managed>
 Managed* export_tensor(const Tensor& tensor, const char* function) {
-  if (!tensor.defined()) throw InvalidArgument(std::string(function) + ": the tensor is undefined");
+  if (!tensor.defined()) throw InvalidArgument(fmt::format("{}: the tensor is undefined", function));
   auto context = std::make_unique<ExportContext<Managed>>();
   context->tensor = tensor;
   context->shape = tensor.shape();
@@ -329,10 +323,9 @@ Tensor from_dlpack(DLManagedTensorVersioned* managed) {
   }
   // Only `version` is laid out the same in every major version; nothing else may be read first.
   if (managed->version.major != kDLPackMajorVersion) {
-    throw NotSupported("from_dlpack: DLPack major version " +
-                       std::to_string(managed->version.major) +
-                       " is not supported (tensortree reads major version " +
-                       std::to_string(kDLPackMajorVersion) + "); the tensor was not consumed");
+    throw NotSupported(fmt::format("from_dlpack: DLPack major version {} is not supported (tensortree reads major "
+                                   "version {}); the tensor was not consumed", managed->version.major,
+                                   kDLPackMajorVersion));
   }
   return import_managed(managed);
 }

@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree {
@@ -57,7 +58,7 @@ const DTypeInfo& info(DType dtype) {
 }  // namespace
 
 void throw_invalid_dtype(DType dtype) {
-  throw InvalidArgument("unknown dtype value " + std::to_string(static_cast<unsigned>(dtype)));
+  throw InvalidArgument(fmt::format("unknown dtype value {}", static_cast<unsigned>(dtype)));
 }
 
 std::size_t itemsize(DType dtype) { return info(dtype).itemsize; }
@@ -75,7 +76,7 @@ DType parse_dtype(std::string_view name) {
   for (const auto& [alias, dtype] : kAliases) {
     if (alias == bare) return dtype;
   }
-  throw InvalidArgument("unknown dtype name '" + std::string(name) + "'");
+  throw InvalidArgument(fmt::format("unknown dtype name '{}'", name));
 }
 
 bool is_floating_point(DType dtype) {

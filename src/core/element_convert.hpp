@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/text_format.hpp"
 #include "tensortree/dtype.hpp"
 #include "tensortree/error.hpp"
 
@@ -23,8 +24,7 @@ template <class T>
 T integer_from_double(double v) {
   if (v >= 0x1p63 && v < 0x1p64) return static_cast<T>(static_cast<std::uint64_t>(v));
   if (v >= -0x1p63 && v < 0x1p63) return static_cast<T>(static_cast<std::int64_t>(v));
-  throw InvalidArgument("value " + std::to_string(v) + " cannot be converted to " +
-                        std::string(dtype_name(dtype_v<T>)));
+  throw InvalidArgument(fmt::format("value {:f} cannot be converted to {}", v, dtype_v<T>));
 }
 
 template <class T>

@@ -15,6 +15,7 @@
 #include <boost/endian/buffers.hpp>
 #include <xxhash.h>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -58,22 +59,22 @@ inline std::span<const std::byte> open_envelope(const EnvelopeFormat& format, st
   const std::string name(format.name);
   EnvelopeHeader header;
   if (envelope.size() < sizeof header) {
-    throw CorruptData(name + " of " + std::to_string(envelope.size()) + " bytes is shorter than its " +
-                      std::to_string(sizeof header) + "-byte header");
+    throw CorruptData(fmt::format("{} of {} bytes is shorter than its {}-byte header", name, envelope.size(),
+                                  sizeof header));
   }
   std::memcpy(&header, envelope.data(), sizeof header);
-  if (header.magic.value() != format.magic) throw CorruptData(name + ": wrong magic number");
+  if (header.magic.value() != format.magic) throw CorruptData(fmt::format("{}: wrong magic number", name));
   if (header.version.value() != format.version) {
-    throw CorruptData(name + ": format version " + std::to_string(header.version.value()) +
-                      ", this build reads version " + std::to_string(format.version));
+    throw CorruptData(fmt::format("{}: format version {}, this build reads version {}", name, header.version.value(),
+                                  format.version));
   }
   const std::span<const std::byte> payload = envelope.subspan(sizeof header);
   if (header.payload_bytes.value() != payload.size()) {
-    throw CorruptData(name + ": header announces a payload of " + std::to_string(header.payload_bytes.value()) +
-                      " bytes, " + std::to_string(payload.size()) + " payload bytes are present");
+    throw CorruptData(fmt::format("{}: header announces a payload of {} bytes, {} payload bytes are present", name,
+                                  header.payload_bytes.value(), payload.size()));
   }
   if (XXH3_64bits(payload.data(), payload.size()) != header.checksum.value()) {
-    throw CorruptData(name + ": checksum mismatch over " + std::to_string(payload.size()) + " payload bytes");
+    throw CorruptData(fmt::format("{}: checksum mismatch over {} payload bytes", name, payload.size()));
   }
   return payload;
 }

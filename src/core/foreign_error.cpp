@@ -1,6 +1,6 @@
 #include "core/foreign_error.hpp"
 
-#include <sstream>
+#include <fmt/format.h>
 
 #include "tensortree/error.hpp"
 
@@ -8,10 +8,7 @@ namespace tensortree::detail {
 
 void throw_foreign_error(std::string_view api, std::string_view call, std::string_view message,
                          long code, const char* file, int line) {
-  std::ostringstream os;
-  os << api << " error " << code << " (" << message << ") in " << call << " at " << file << ':'
-     << line;
-  throw BackendError(os.str());
+  throw BackendError(fmt::format("{} error {} ({}) in {} at {}:{}", api, code, message, call, file, line));
 }
 
 }  // namespace tensortree::detail

@@ -10,6 +10,7 @@
 
 #include "core/checked_math.hpp"
 #include "core/cuda_api.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/device.hpp"
 #include "tensortree/error.hpp"
 
@@ -120,7 +121,7 @@ PinnedPool::PinnedPool(PinnedPoolOptions options)
 
 PinnedLease PinnedPool::acquire(std::size_t nbytes) {
   const std::optional<std::uint64_t> size = checked_align_up(std::max(nbytes, std::size_t{1}), kPageBytes);
-  if (!size) throw InvalidArgument("a staging buffer of " + std::to_string(nbytes) + " bytes is too large");
+  if (!size) throw InvalidArgument(fmt::format("a staging buffer of {} bytes is too large", nbytes));
   auto [data, found] = shelf_->take(*size);
   if (data == nullptr) {
     found = *size;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree {
@@ -17,7 +18,7 @@ std::string_view reduce_op_name(ReduceOp op) {
     case ReduceOp::BitwiseOr: return "BOR";
     case ReduceOp::BitwiseXor: return "BXOR";
   }
-  throw InvalidArgument("unknown ReduceOp " + std::to_string(static_cast<int>(op)));
+  throw InvalidArgument(fmt::format("unknown ReduceOp {}", static_cast<int>(op)));
 }
 
 std::ostream& operator<<(std::ostream& os, ReduceOp op) { return os << reduce_op_name(op); }

@@ -32,12 +32,7 @@ Strides contiguous_strides(std::span<const std::int64_t> shape) {
 }
 
 std::string shape_str(std::span<const std::int64_t> shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
+  return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
 bool starts_with(std::span<const std::int64_t> shape, std::span<const std::int64_t> prefix) {

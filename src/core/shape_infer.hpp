@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/checked_math.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/shape.hpp"
 
@@ -18,8 +19,8 @@ namespace tensortree::detail {
 inline Shape infer_shape(const std::string& operation, Shape requested, const Shape& current) {
   const std::int64_t total = numel_of(current);
   const auto mismatch = [&] {
-    return InvalidArgument(operation + ": shape " + shape_str(current) + " (" + std::to_string(total) +
-                           " elements) cannot become " + shape_str(requested));
+    return InvalidArgument(fmt::format("{}: shape {} ({} elements) cannot become {}", operation, shape_str(current),
+                                       total, shape_str(requested)));
   };
   std::int64_t known = 1;
   std::size_t inferred = requested.size();
@@ -27,9 +28,9 @@ inline Shape infer_shape(const std::string& operation, Shape requested, const Sh
     if (requested[i] == -1 && inferred == requested.size()) {
       inferred = i;
     } else if (requested[i] == -1) {
-      throw InvalidArgument(operation + ": shape " + shape_str(requested) + " has more than one -1");
+      throw InvalidArgument(fmt::format("{}: shape {} has more than one -1", operation, shape_str(requested)));
     } else if (requested[i] < 0) {
-      throw InvalidArgument(operation + ": negative dimension in shape " + shape_str(requested));
+      throw InvalidArgument(fmt::format("{}: negative dimension in shape {}", operation, shape_str(requested)));
     } else {
       const std::optional<std::int64_t> product = checked_mul(known, requested[i]);
       if (!product) throw mismatch();

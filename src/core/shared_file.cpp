@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/file_descriptor.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -28,7 +29,7 @@ SharedFileAddress address_of(const Storage& storage) {
   }
   struct stat info {};
   if (::fstat(storage.shared_fd(), &info) != 0) {
-    throw BackendError(std::string("fstat of a shared memory file failed: ") + std::strerror(errno));
+    throw BackendError(fmt::format("fstat of a shared memory file failed: {}", std::strerror(errno)));
   }
   return {static_cast<std::int32_t>(::getpid()), storage.shared_fd(), static_cast<std::uint64_t>(info.st_ino)};
 }
@@ -36,24 +37,27 @@ SharedFileAddress address_of(const Storage& storage) {
 StoragePtr map_peer_file(const SharedFileAddress& address, std::uint64_t nbytes) {
   const std::string path = path_of(address);
   const FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.get() < 0) throw BackendError("opening a peer's shared memory " + path + " failed: " + std::strerror(errno));
+  if (file.get() < 0) throw BackendError(fmt::format("opening a peer's shared memory {} failed: {}", path,
+                                                     std::strerror(errno)));
   struct stat info {};
-  if (::fstat(file.get(), &info) != 0) throw BackendError("fstat of " + path + " failed: " + std::strerror(errno));
+  if (::fstat(file.get(), &info) != 0) throw BackendError(fmt::format("fstat of {} failed: {}", path,
+                                                                      std::strerror(errno)));
   if (static_cast<std::uint64_t>(info.st_ino) != address.inode) {
-    throw CorruptData(path + " is inode " + std::to_string(info.st_ino) + ", not the shared memory announced (inode " +
-                      std::to_string(address.inode) + ")");
+    throw CorruptData(fmt::format("{} is inode {}, not the shared memory announced (inode {})", path, info.st_ino,
+                                  address.inode));
   }
   const int seals = ::fcntl(file.get(), F_GET_SEALS);
   if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
-    throw CorruptData(path + " is not sealed against shrinking: its owner could cut it under the mapping");
+    throw CorruptData(fmt::format("{} is not sealed against shrinking: its owner could cut it under the mapping",
+                                  path));
   }
   if (static_cast<std::uint64_t>(info.st_size) < nbytes) {
-    throw CorruptData(path + " holds " + std::to_string(info.st_size) + " bytes, fewer than the " +
-                      std::to_string(nbytes) + " announced");
+    throw CorruptData(fmt::format("{} holds {} bytes, fewer than the {} announced", path, info.st_size, nbytes));
   }
   const std::size_t mapped = nbytes == 0 ? 1 : static_cast<std::size_t>(nbytes);
   void* data = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, file.get(), 0);
-  if (data == MAP_FAILED) throw BackendError("mmap of " + std::to_string(mapped) + " bytes of " + path + " failed: " + std::strerror(errno));
+  if (data == MAP_FAILED) throw BackendError(fmt::format("mmap of {} bytes of {} failed: {}", mapped, path,
+                                                         std::strerror(errno)));
   return Storage::adopt(data, static_cast<std::size_t>(nbytes), Device::cpu(),
                         [mapped](void* p) { ::munmap(p, mapped); });
 }

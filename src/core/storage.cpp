@@ -5,6 +5,7 @@
 
 #include "core/cuda_api.hpp"
 #include "core/storage_access.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree {
@@ -26,7 +27,7 @@ Storage::~Storage() {
 
 std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device, bool pinned) {
   if (device.is_cuda()) {
-    if (pinned) throw InvalidArgument("pinned memory is host memory; it cannot be on " + device.str());
+    if (pinned) throw InvalidArgument(fmt::format("pinned memory is host memory; it cannot be on {}", device));
     // Checked here because selecting a device that does not exist would quietly allocate elsewhere.
     const int index = resolve_device(device).index();
     auto* data = static_cast<std::byte*>(cuda::alloc_device(nbytes, index));
@@ -57,8 +58,8 @@ std::shared_ptr<Storage> Storage::adopt(void* data, std::size_t nbytes, Device d
 
 void detail::StorageAccess::swap_memory(Storage& a, Storage& b) {
   if (a.device_ != b.device_) {
-    throw InvalidArgument("swap_memory needs two storages on one device; got " + a.device_.str() + " and " +
-                          b.device_.str());
+    throw InvalidArgument(fmt::format("swap_memory needs two storages on one device; got {} and {}", a.device_,
+                                      b.device_));
   }
   std::swap(a.data_, b.data_);
   std::swap(a.nbytes_, b.nbytes_);

@@ -3,12 +3,14 @@
 #include <cstring>
 #include <string>
 
+#include "core/text_format.hpp"
+
 namespace tensortree::detail {
 
 StridedView strided_view_of(const Tensor& tensor) {
   if (tensor.dim() > kMaxDims) {
-    throw InvalidArgument("tensors of more than " + std::to_string(kMaxDims) +
-                          " dimensions are not supported (got " + std::to_string(tensor.dim()) + ")");
+    throw InvalidArgument(fmt::format("tensors of more than {} dimensions are not supported (got {})", kMaxDims,
+                                      tensor.dim()));
   }
   StridedView view;
   view.data = static_cast<std::byte*>(tensor.data_ptr());
@@ -64,7 +66,7 @@ void copy_run(std::byte* dst, std::int64_t dst_stride, const std::byte* src, std
     case 4: return copy_elements<4>(dst, dst_stride, src, src_stride, count);
     case 8: return copy_elements<8>(dst, dst_stride, src, src_stride, count);
     case 16: return copy_elements<16>(dst, dst_stride, src, src_stride, count);
-    default: throw InvalidArgument("unsupported element size " + std::to_string(itemsize));
+    default: throw InvalidArgument(fmt::format("unsupported element size {}", itemsize));
   }
 }
 

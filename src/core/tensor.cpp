@@ -11,26 +11,27 @@
 
 #include "core/checked_math.hpp"
 #include "core/element_convert.hpp"
+#include "core/text_format.hpp"
 
 namespace tensortree {
 
 namespace {
 
 std::string dims_str(std::int64_t dim, std::int64_t ndim) {
-  return "dimension " + std::to_string(dim) + " (tensor has " + std::to_string(ndim) + ")";
+  return fmt::format("dimension {} (tensor has {})", dim, ndim);
 }
 
 // Bytes from element 0 to the end of the last element a view can touch, or 0 for an empty view.
 // Checked arithmetic: shapes and strides may come from foreign memory or untrusted input.
 std::size_t view_extent(const Shape& shape, const Strides& strides, std::size_t itemsize) {
   for (const std::int64_t stride : strides) {
-    if (stride < 0) throw InvalidArgument("negative strides are not supported: " + shape_str(strides));
+    if (stride < 0) throw InvalidArgument(fmt::format("negative strides are not supported: {}", shape_str(strides)));
   }
   numel_of(shape);  // rejects negative dimensions
   const std::optional<std::size_t> bytes = detail::view_extent_bytes(shape, strides, itemsize);
   if (!bytes) {
-    throw InvalidArgument("a view of shape " + shape_str(shape) + " with strides " + shape_str(strides) +
-                          " spans more bytes than memory can hold");
+    throw InvalidArgument(fmt::format("a view of shape {} with strides {} spans more bytes than memory can hold",
+                                      shape_str(shape), shape_str(strides)));
   }
   return *bytes;
 }
@@ -46,15 +47,14 @@ Tensor::Tensor(StoragePtr storage, std::size_t byte_offset, DType dtype, Shape s
   if (!storage_) throw InvalidArgument("a tensor needs a storage");
   if (strides_.empty() && !shape_.empty()) strides_ = contiguous_strides(shape_);
   if (strides_.size() != shape_.size()) {
-    throw InvalidArgument("shape " + shape_str(shape_) + " and strides " + shape_str(strides_) +
-                          " differ in length");
+    throw InvalidArgument(fmt::format("shape {} and strides {} differ in length", shape_str(shape_),
+                                      shape_str(strides_)));
   }
   numel_of(shape_);  // rejects negative dimensions and overflow
   const std::size_t extent = view_extent(shape_, strides_, itemsize());
   if (extent > 0 && (extent > storage_->nbytes() || byte_offset_ > storage_->nbytes() - extent)) {
-    throw InvalidArgument("view of shape " + shape_str(shape_) + " at byte offset " +
-                          std::to_string(byte_offset_) + " needs " + std::to_string(extent) +
-                          " bytes but the storage holds " + std::to_string(storage_->nbytes()));
+    throw InvalidArgument(fmt::format("view of shape {} at byte offset {} needs {} bytes but the storage holds {}",
+                                      shape_str(shape_), byte_offset_, extent, storage_->nbytes()));
   }
 }
 
@@ -64,8 +64,8 @@ Tensor Tensor::empty(Shape shape, TensorOptions options) {
   numel_of(shape);  // rejects negative dimensions with its own message
   const std::optional<std::uint64_t> nbytes = detail::checked_nbytes(shape, tensortree::itemsize(options.dtype));
   if (!nbytes) {
-    throw InvalidArgument("a " + std::string(dtype_name(options.dtype)) + " tensor of shape " +
-                          shape_str(shape) + " needs more bytes than memory can hold");
+    throw InvalidArgument(fmt::format("a {} tensor of shape {} needs more bytes than memory can hold", options.dtype,
+                                      shape_str(shape)));
   }
   auto storage = Storage::allocate(static_cast<std::size_t>(*nbytes), options.device, options.pinned);
   Strides strides = contiguous_strides(shape);
@@ -104,12 +104,12 @@ Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, Device device,
   // Everything that can throw happens before the memory is adopted (see the header).
   if (strides.empty()) strides = contiguous_strides(shape);
   if (strides.size() != shape.size()) {
-    throw InvalidArgument("from_blob: shape " + shape_str(shape) + " and strides " +
-                          shape_str(strides) + " differ in length");
+    throw InvalidArgument(fmt::format("from_blob: shape {} and strides {} differ in length", shape_str(shape),
+                                      shape_str(strides)));
   }
   const std::size_t extent = view_extent(shape, strides, tensortree::itemsize(dtype));
   if (data == nullptr && extent > 0) {
-    throw InvalidArgument("from_blob: null data for a view of shape " + shape_str(shape));
+    throw InvalidArgument(fmt::format("from_blob: null data for a view of shape {}", shape_str(shape)));
   }
   auto storage = Storage::adopt(data, extent, device, std::move(deleter));
   return Tensor(std::move(storage), 0, dtype, std::move(shape), std::move(strides));
@@ -122,7 +122,7 @@ Device Tensor::device() const { return storage_ ? storage_->device() : Device::c
 std::int64_t Tensor::wrap_dim(std::int64_t dim) const {
   const std::int64_t n = this->dim();
   const std::int64_t wrapped = dim < 0 ? dim + n : dim;
-  if (wrapped < 0 || wrapped >= n) throw InvalidArgument("no " + dims_str(dim, n));
+  if (wrapped < 0 || wrapped >= n) throw InvalidArgument(fmt::format("no {}", dims_str(dim, n)));
   return wrapped;
 }
 
@@ -146,29 +146,27 @@ void* Tensor::data_ptr() const {
 }
 
 void Tensor::check_defined(const char* what) const {
-  if (!defined()) throw InvalidArgument(std::string(what) + " on an undefined tensor");
+  if (!defined()) throw InvalidArgument(fmt::format("{} on an undefined tensor", what));
 }
 
 void Tensor::check_element_type(DType requested) const {
   if (requested != dtype_) {
-    throw InvalidArgument("element type " + std::string(dtype_name(requested)) +
-                          " requested from a tensor of dtype " + std::string(dtype_name(dtype_)));
+    throw InvalidArgument(fmt::format("element type {} requested from a tensor of dtype {}", requested, dtype_));
   }
 }
 
 std::byte* Tensor::element_address(std::initializer_list<std::int64_t> index) const {
   check_defined("element access");
-  if (!device().is_cpu()) throw InvalidArgument("element access needs a CPU tensor, not " + device().str());
+  if (!device().is_cpu()) throw InvalidArgument(fmt::format("element access needs a CPU tensor, not {}",
+                                                            device()));
   if (static_cast<std::int64_t>(index.size()) != dim()) {
-    throw InvalidArgument("index of " + std::to_string(index.size()) + " coordinates for a tensor of " +
-                          std::to_string(dim()) + " dimensions");
+    throw InvalidArgument(fmt::format("index of {} coordinates for a tensor of {} dimensions", index.size(), dim()));
   }
   std::int64_t offset = 0;
   std::size_t d = 0;
   for (const std::int64_t i : index) {
     if (i < 0 || i >= shape_[d]) {
-      throw InvalidArgument("index " + std::to_string(i) + " out of range for dimension " +
-                            std::to_string(d) + " of size " + std::to_string(shape_[d]));
+      throw InvalidArgument(fmt::format("index {} out of range for dimension {} of size {}", i, d, shape_[d]));
     }
     offset += i * strides_[d++];
   }
@@ -179,8 +177,7 @@ std::complex<double> Tensor::value_at_linear(std::int64_t linear_index) const {
   check_defined("value_at_linear");
   if (!device().is_cpu()) throw InvalidArgument("value_at_linear needs a CPU tensor");
   if (linear_index < 0 || linear_index >= numel()) {
-    throw InvalidArgument("linear index " + std::to_string(linear_index) + " out of range for " +
-                          std::to_string(numel()) + " elements");
+    throw InvalidArgument(fmt::format("linear index {} out of range for {} elements", linear_index, numel()));
   }
   std::int64_t offset = 0;
   for (std::size_t d = shape_.size(); d-- > 0;) {
@@ -199,7 +196,7 @@ Tensor Tensor::slice(std::int64_t dim, const Slice& range) const {
   const std::int64_t step = range.step;
   check_defined("slice");
   const std::int64_t d = wrap_dim(dim);
-  if (step <= 0) throw InvalidArgument("slice step must be positive, got " + std::to_string(step));
+  if (step <= 0) throw InvalidArgument(fmt::format("slice step must be positive, got {}", step));
   const std::int64_t n = shape_[d];
   auto clamp = [n](std::int64_t i) { return std::clamp(i < 0 ? i + n : i, std::int64_t{0}, n); };
   const std::int64_t begin = clamp(start);
@@ -219,9 +216,8 @@ Tensor Tensor::narrow(std::int64_t dim, std::int64_t start, std::int64_t length)
   check_defined("narrow");
   const std::int64_t d = wrap_dim(dim);
   if (start < 0 || length < 0 || start > shape_[d] || length > shape_[d] - start) {
-    throw InvalidArgument("narrow(" + std::to_string(start) + ", " + std::to_string(length) +
-                          ") out of range for dimension " + std::to_string(d) + " of size " +
-                          std::to_string(shape_[d]));
+    throw InvalidArgument(fmt::format("narrow({}, {}) out of range for dimension {} of size {}", start, length, d,
+                                      shape_[d]));
   }
   return slice(d, {start, start + length});
 }
@@ -231,8 +227,7 @@ Tensor Tensor::select(std::int64_t dim, std::int64_t index) const {
   const std::int64_t d = wrap_dim(dim);
   const std::int64_t i = index < 0 ? index + shape_[d] : index;
   if (i < 0 || i >= shape_[d]) {
-    throw InvalidArgument("select index " + std::to_string(index) + " out of range for dimension " +
-                          std::to_string(d) + " of size " + std::to_string(shape_[d]));
+    throw InvalidArgument(fmt::format("select index {} out of range for dimension {} of size {}", index, d, shape_[d]));
   }
   Tensor out = *this;
   out.byte_offset_ += static_cast<std::size_t>(i * strides_[d]) * itemsize();

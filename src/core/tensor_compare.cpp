@@ -8,6 +8,7 @@
 
 #include "core/element_convert.hpp"
 #include "core/tensor_iter.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/tensor.hpp"
 
 namespace tensortree {
@@ -63,8 +64,7 @@ bool Tensor::allclose(const Tensor& other, double rtol, double atol) const {
   check_defined("allclose");
   other.check_defined("allclose");
   if (dtype_ != other.dtype_) {
-    throw InvalidArgument("allclose of " + std::string(dtype_name(dtype_)) + " and " +
-                          std::string(dtype_name(other.dtype_)) + " tensors: dtypes must match");
+    throw InvalidArgument(fmt::format("allclose of {} and {} tensors: dtypes must match", dtype_, other.dtype_));
   }
   const std::array<const Shape*, 2> shapes{&shape_, &other.shape_};
   const Shape shape = detail::broadcast_shapes("allclose", shapes);

@@ -5,6 +5,7 @@
 #include "core/cuda_api.hpp"
 #include "core/element_convert.hpp"
 #include "core/strided_copy.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/tensor.hpp"
 
 namespace tensortree {
@@ -36,8 +37,8 @@ void Tensor::copy_(const Tensor& src) const {
   check_defined("copy_");
   src.check_defined("copy_ source");
   if (src.shape_ != shape_ || src.dtype_ != dtype_) {
-    throw InvalidArgument("copy_ from " + std::string(dtype_name(src.dtype_)) + shape_str(src.shape_) +
-                          " into " + std::string(dtype_name(dtype_)) + shape_str(shape_));
+    throw InvalidArgument(fmt::format("copy_ from {}{} into {}{}", src.dtype_, shape_str(src.shape_), dtype_,
+                                      shape_str(shape_)));
   }
   if (numel() == 0) return;
   const Device here = device();

@@ -5,10 +5,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <ranges>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/shape.hpp"
 #include "tensortree/tensor.hpp"
@@ -27,9 +29,8 @@ inline Shape broadcast_shapes(const char* operation, std::span<const Shape* cons
       std::int64_t& target = out[lead + d];
       if (size == target || size == 1) continue;
       if (target != 1) {
-        std::string listed;
-        for (const Shape* s : shapes) listed += (listed.empty() ? "" : ", ") + shape_str(*s);
-        throw InvalidArgument(std::string(operation) + ": shapes " + listed + " do not broadcast");
+        const auto listed = shapes | std::views::transform([](const Shape* s) { return shape_str(*s); });
+        throw InvalidArgument(fmt::format("{}: shapes {} do not broadcast", operation, fmt::join(listed, ", ")));
       }
       target = size;
     }

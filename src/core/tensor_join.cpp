@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/checked_math.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/tensor.hpp"
 
 namespace tensortree {
@@ -24,9 +25,8 @@ std::vector<std::int64_t> checked_rows(const Tensor& index, std::int64_t dim, st
   if (!index.defined()) throw InvalidArgument("index_select: the index tensor is undefined");
   if (index.dim() != 1 || !index.device().is_cpu() ||
       (index.dtype() != DType::Int64 && index.dtype() != DType::Int32)) {
-    throw InvalidArgument("index_select: the index must be a 1-D int64 or int32 CPU tensor, got " +
-                          std::string(dtype_name(index.dtype())) + shape_str(index.shape()) + " on " +
-                          index.device().str());
+    throw InvalidArgument(fmt::format("index_select: the index must be a 1-D int64 or int32 CPU tensor, got {}{} on {}",
+                                      index.dtype(), shape_str(index.shape()), index.device()));
   }
   std::vector<std::int64_t> rows;
   rows.reserve(static_cast<std::size_t>(index.numel()));
@@ -35,9 +35,8 @@ std::vector<std::int64_t> checked_rows(const Tensor& index, std::int64_t dim, st
         index.dtype() == DType::Int64 ? index.at<std::int64_t>({i}) : index.at<std::int32_t>({i});
     const std::int64_t row = requested < 0 ? requested + size : requested;
     if (row < 0 || row >= size) {
-      throw InvalidArgument("index_select: index[" + std::to_string(i) + "] = " +
-                            std::to_string(requested) + " is out of range for dimension " +
-                            std::to_string(dim) + " of size " + std::to_string(size));
+      throw InvalidArgument(fmt::format("index_select: index[{}] = {} is out of range for dimension {} of size {}", i,
+                                        requested, dim, size));
     }
     rows.push_back(row);
   }
@@ -64,22 +63,21 @@ void gather_contiguous_rows(const Tensor& src, const Tensor& dst, std::size_t di
 }
 
 std::string describe(const Tensor& tensor) {
-  return std::string(dtype_name(tensor.dtype())) + shape_str(tensor.shape()) + " on " +
-         tensor.device().str();
+  return fmt::format("{}{} on {}", tensor.dtype(), shape_str(tensor.shape()), tensor.device());
 }
 
 [[noreturn]] void reject(const char* op, std::size_t i, const Tensor& tensor, const Tensor& first,
                          const std::string& rule) {
-  throw InvalidArgument(std::string(op) + ": tensor " + std::to_string(i) + " is " + describe(tensor) +
-                        " but tensor 0 is " + describe(first) + "; " + rule);
+  throw InvalidArgument(fmt::format("{}: tensor {} is {} but tensor 0 is {}; {}", op, i, describe(tensor),
+                                    describe(first), rule));
 }
 
 // At least one tensor, all defined, one dtype, one device.
 void check_joinable(const char* op, std::span<const Tensor> tensors) {
-  if (tensors.empty()) throw InvalidArgument(std::string(op) + " needs at least one tensor");
+  if (tensors.empty()) throw InvalidArgument(fmt::format("{} needs at least one tensor", op));
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (!tensors[i].defined()) {
-      throw InvalidArgument(std::string(op) + ": tensor " + std::to_string(i) + " is undefined");
+      throw InvalidArgument(fmt::format("{}: tensor {} is undefined", op, i));
     }
   }
   const Tensor& first = tensors[0];
@@ -103,10 +101,10 @@ Shape joined_shape(std::span<const Tensor> tensors, std::size_t dim) {
   Shape shape = first.shape();
   for (std::size_t i = 1; i < tensors.size(); ++i) {
     if (!same_except(tensors[i].shape(), first.shape(), dim)) {
-      reject("cat", i, tensors[i], first, "shapes may differ only in dimension " + std::to_string(dim));
+      reject("cat", i, tensors[i], first, fmt::format("shapes may differ only in dimension {}", dim));
     }
     const std::optional<std::int64_t> joined = detail::checked_add(shape[dim], tensors[i].shape()[dim]);
-    if (!joined) throw InvalidArgument("cat: the joined dimension " + std::to_string(dim) + " overflows int64");
+    if (!joined) throw InvalidArgument(fmt::format("cat: the joined dimension {} overflows int64", dim));
     shape[dim] = *joined;
   }
   return shape;

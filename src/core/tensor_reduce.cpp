@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "core/element_convert.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/tensor.hpp"
 
 namespace tensortree {
@@ -114,20 +115,20 @@ void sum_integral(const T* src, std::int64_t* dst, const Extent& e) {
 
 Tensor reduce(const Tensor& self, std::int64_t dim, bool keepdim, Reduction op) {
   const std::string what = name_of(op);
-  if (!self.defined()) throw InvalidArgument(what + " of an undefined tensor");
+  if (!self.defined()) throw InvalidArgument(fmt::format("{} of an undefined tensor", what));
   const std::int64_t ndim = self.dim();
   const std::int64_t d = dim < 0 ? dim + ndim : dim;
   if (d < 0 || d >= ndim) {
-    throw InvalidArgument(what + ": no dimension " + std::to_string(dim) + " in a tensor of shape " +
-                          shape_str(self.shape()));
+    throw InvalidArgument(fmt::format("{}: no dimension {} in a tensor of shape {}", what, dim,
+                                      shape_str(self.shape())));
   }
   const DType dtype = self.dtype();
   const bool integral = dtype == DType::Bool || is_integral(dtype);
   if (op == Reduction::Mean && integral) {
-    throw InvalidArgument("mean needs a floating or complex dtype, not " + std::string(dtype_name(dtype)));
+    throw InvalidArgument(fmt::format("mean needs a floating or complex dtype, not {}", dtype));
   }
   if ((op == Reduction::Min || op == Reduction::Max) && is_complex(dtype)) {
-    throw NotSupported(what + " of " + std::string(dtype_name(dtype)) + " elements (complex numbers are unordered)");
+    throw NotSupported(fmt::format("{} of {} elements (complex numbers are unordered)", what, dtype));
   }
   const Shape& shape = self.shape();
   Extent e;
@@ -135,8 +136,8 @@ Tensor reduce(const Tensor& self, std::int64_t dim, bool keepdim, Reduction op) 
   e.n = shape[d];
   for (std::int64_t k = d + 1; k < ndim; ++k) e.inner *= shape[k];
   if ((op == Reduction::Min || op == Reduction::Max) && e.n == 0) {
-    throw InvalidArgument(what + " over dimension " + std::to_string(d) + " of size 0 in shape " +
-                          shape_str(shape) + " has no identity");
+    throw InvalidArgument(fmt::format("{} over dimension {} of size 0 in shape {} has no identity", what, d,
+                                      shape_str(shape)));
   }
   Shape out_shape = shape;
   if (keepdim) {

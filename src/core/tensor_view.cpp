@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/shape_infer.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/tensor.hpp"
 
 namespace tensortree {
@@ -14,7 +15,7 @@ namespace tensortree {
 namespace {
 
 std::string dims_str(std::int64_t dim, std::int64_t ndim) {
-  return "dimension " + std::to_string(dim) + " (tensor has " + std::to_string(ndim) + ")";
+  return fmt::format("dimension {} (tensor has {})", dim, ndim);
 }
 
 }  // namespace
@@ -36,15 +37,14 @@ Tensor Tensor::permute(std::initializer_list<std::int64_t> dims) const {
 Tensor Tensor::permute(std::span<const std::int64_t> dims) const {
   check_defined("permute");
   if (static_cast<std::int64_t>(dims.size()) != dim()) {
-    throw InvalidArgument("permute of " + std::to_string(dims.size()) + " dimensions for a tensor of " +
-                          std::to_string(dim()));
+    throw InvalidArgument(fmt::format("permute of {} dimensions for a tensor of {}", dims.size(), dim()));
   }
   Tensor out = *this;
   std::vector<bool> seen(shape_.size(), false);
   std::size_t i = 0;
   for (const std::int64_t requested : dims) {
     const std::int64_t d = wrap_dim(requested);
-    if (seen[d]) throw InvalidArgument("permute repeats " + dims_str(requested, dim()));
+    if (seen[d]) throw InvalidArgument(fmt::format("permute repeats {}", dims_str(requested, dim())));
     seen[d] = true;
     out.shape_[i] = shape_[d];
     out.strides_[i] = strides_[d];
@@ -106,9 +106,9 @@ Tensor Tensor::view(Shape shape) const {
   const Shape requested = shape;
   std::optional<Tensor> out = try_view(std::move(shape));
   if (!out) {
-    throw InvalidArgument("view " + shape_str(requested) + " of a tensor of shape " + shape_str(shape_) +
-                          " and strides " + shape_str(strides_) +
-                          " needs a copy (its strides do not allow a view); use reshape()");
+    throw InvalidArgument(fmt::format("view {} of a tensor of shape {} and strides {} needs a copy (its strides do "
+                                      "not allow a view); use reshape()", shape_str(requested), shape_str(shape_),
+                                      shape_str(strides_)));
   }
   return *std::move(out);
 }
@@ -116,8 +116,8 @@ Tensor Tensor::view(Shape shape) const {
 Tensor Tensor::byte_view() const {
   check_defined("byte_view");
   if (!is_contiguous()) {
-    throw InvalidArgument("byte_view of a tensor of shape " + shape_str(shape_) + " and strides " +
-                          shape_str(strides_) + ": its bytes are not contiguous; use contiguous() first");
+    throw InvalidArgument(fmt::format("byte_view of a tensor of shape {} and strides {}: its bytes are not "
+                                      "contiguous; use contiguous() first", shape_str(shape_), shape_str(strides_)));
   }
   return Tensor(storage_, byte_offset_, DType::UInt8, {static_cast<std::int64_t>(nbytes())}, {1});
 }
@@ -153,15 +153,15 @@ Tensor Tensor::squeeze() const {
 Tensor Tensor::expand(Shape shape) const {
   check_defined("expand");
   const auto fail = [&](const std::string& why) {
-    return InvalidArgument("expand of a tensor of shape " + shape_str(shape_) + " to " + shape_str(shape) +
-                           ": " + why);
+    return InvalidArgument(fmt::format("expand of a tensor of shape {} to {}: {}", shape_str(shape_), shape_str(shape),
+                                       why));
   };
   if (shape.size() < shape_.size()) throw fail("fewer dimensions than the tensor has");
   const std::size_t lead = shape.size() - shape_.size();
   Strides strides(shape.size(), 0);
   for (std::size_t d = 0; d < shape.size(); ++d) {
     if (d < lead) {
-      if (shape[d] < 0) throw fail("a new leading dimension cannot be " + std::to_string(shape[d]));
+      if (shape[d] < 0) throw fail(fmt::format("a new leading dimension cannot be {}", shape[d]));
       continue;  // stride 0: every index of a new dimension reads the same elements
     }
     const std::int64_t have = shape_[d - lead];
@@ -169,10 +169,9 @@ Tensor Tensor::expand(Shape shape) const {
     if (shape[d] == have) {
       strides[d] = strides_[d - lead];
     } else if (have != 1) {
-      throw fail("dimension " + std::to_string(d) + " of size " + std::to_string(have) +
-                 " is neither " + std::to_string(shape[d]) + " nor 1");
+      throw fail(fmt::format("dimension {} of size {} is neither {} nor 1", d, have, shape[d]));
     } else if (shape[d] < 0) {
-      throw fail("negative size " + std::to_string(shape[d]));
+      throw fail(fmt::format("negative size {}", shape[d]));
     }
   }
   Tensor out = *this;
@@ -187,9 +186,8 @@ Tensor Tensor::unsqueeze(std::int64_t dim) const {
   const std::int64_t n = this->dim();
   const std::int64_t d = dim < 0 ? dim + n + 1 : dim;
   if (d < 0 || d > n) {
-    throw InvalidArgument("unsqueeze at dimension " + std::to_string(dim) + " of a tensor of " +
-                          std::to_string(n) + " dimensions (valid: " + std::to_string(-n - 1) + " to " +
-                          std::to_string(n) + ")");
+    throw InvalidArgument(fmt::format("unsqueeze at dimension {} of a tensor of {} dimensions (valid: {} to {})", dim,
+                                      n, -n - 1, n));
   }
   // The stride PyTorch gives the new dimension, so a contiguous tensor keeps contiguous strides.
   const std::int64_t stride = d < n ? strides_[d] * std::max<std::int64_t>(shape_[d], 1) : 1;

@@ -7,6 +7,7 @@
 
 #include "core/element_convert.hpp"
 #include "core/tensor_iter.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/tensor.hpp"
 
 namespace tensortree {
@@ -14,10 +15,9 @@ namespace tensortree {
 namespace {
 
 void check_mask(const char* operation, const Tensor& mask) {
-  if (!mask.defined()) throw InvalidArgument(std::string(operation) + ": the mask is an undefined tensor");
+  if (!mask.defined()) throw InvalidArgument(fmt::format("{}: the mask is an undefined tensor", operation));
   if (mask.dtype() != DType::Bool) {
-    throw InvalidArgument(std::string(operation) + ": the mask must be bool, not " +
-                          std::string(dtype_name(mask.dtype())));
+    throw InvalidArgument(fmt::format("{}: the mask must be bool, not {}", operation, mask.dtype()));
   }
 }
 
@@ -34,11 +34,10 @@ Tensor Tensor::where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   a.check_defined("where");
   b.check_defined("where");
   if (a.dtype() != b.dtype()) {
-    throw InvalidArgument("where: the two sources differ in dtype (" + std::string(dtype_name(a.dtype())) +
-                          " and " + std::string(dtype_name(b.dtype())) + ")");
+    throw InvalidArgument(fmt::format("where: the two sources differ in dtype ({} and {})", a.dtype(), b.dtype()));
   }
   if (a.device() != b.device()) {
-    throw InvalidArgument("where: the two sources are on " + a.device().str() + " and " + b.device().str());
+    throw InvalidArgument(fmt::format("where: the two sources are on {} and {}", a.device(), b.device()));
   }
   const std::array<const Shape*, 3> shapes{&cond.shape(), &a.shape(), &b.shape()};
   const Shape shape = detail::broadcast_shapes("where", shapes);
@@ -63,8 +62,8 @@ void Tensor::masked_fill_(const Tensor& mask, double value) const {
   check_mask("masked_fill_", mask);
   const std::array<const Shape*, 2> shapes{&shape_, &mask.shape()};
   if (detail::broadcast_shapes("masked_fill_", shapes) != shape_) {
-    throw InvalidArgument("masked_fill_: a mask of shape " + shape_str(mask.shape()) +
-                          " does not broadcast to the tensor's shape " + shape_str(shape_));
+    throw InvalidArgument(fmt::format("masked_fill_: a mask of shape {} does not broadcast to the tensor's shape {}",
+                                      shape_str(mask.shape()), shape_str(shape_)));
   }
   const bool on_host = device().is_cpu();
   const Tensor target = on_host ? *this : to(Device::cpu());

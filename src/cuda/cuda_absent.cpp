@@ -1,6 +1,7 @@
 // The CUDA seam when the library is built without CUDA: no devices, and any attempt to use one
 // fails with NotSupported instead of a link error.
 #include "core/cuda_api.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::cuda {
@@ -8,7 +9,7 @@ namespace tensortree::cuda {
 namespace {
 
 [[noreturn]] void built_without_cuda(const char* what) {
-  throw NotSupported(std::string(what) + ": tensortree was built without CUDA");
+  throw NotSupported(fmt::format("{}: tensortree was built without CUDA", what));
 }
 
 }  // namespace

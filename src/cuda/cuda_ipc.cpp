@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/text_format.hpp"
 #include "cuda/cuda_ipc.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
@@ -87,8 +88,8 @@ std::size_t allocation_bytes(const void* ptr, int device) {
   std::size_t size = 0;
   const int status = get_range(&base, &size, reinterpret_cast<unsigned long long>(ptr));
   if (status != 0 || base != reinterpret_cast<unsigned long long>(ptr)) {
-    throw tensortree::CorruptData("CUDA IPC: the opened memory is not the start of an allocation (driver status " +
-                                  std::to_string(status) + ")");
+    throw tensortree::CorruptData(fmt::format("CUDA IPC: the opened memory is not the start of an allocation (driver "
+                                              "status {})", status));
   }
   return size;
 }

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/text_format.hpp"
 #include "memmap/device_upload.hpp"
 #include "memmap/memmap_fs.hpp"
 #include "memmap/memmap_meta.hpp"
@@ -29,20 +30,11 @@ namespace {
 constexpr int kMaxDepth = 256;
 
 std::string describe(const fs::path& file, const Path& path) {
-  std::string out = "'";
-  out += file.string();
-  out += "' (key '";
-  out += path_str(path);
-  out += "')";
-  return out;
+  return fmt::format("'{}' (key '{}')", file.string(), path_str(path));
 }
 
 [[noreturn]] void corrupt(const fs::path& file, const Path& path, std::string_view why) {
-  std::string what = "corrupt memmap tree: ";
-  what += describe(file, path);
-  what += ' ';
-  what += why;
-  throw CorruptData(what);
+  throw CorruptData(fmt::format("corrupt memmap tree: {} {}", describe(file, path), why));
 }
 
 // Why opening `name` in `dir_fd` failed, in words; CorruptData unless the OS itself failed.
@@ -53,9 +45,7 @@ std::string describe(const fs::path& file, const Path& path) {
   if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (S_ISLNK(st.st_mode)) corrupt(file, path, "is a symbolic link; memmap trees hold none");
     if (err == ENOTDIR || err == EISDIR || err == ELOOP) {
-      std::string why = "is not ";
-      why += expected;
-      corrupt(file, path, why);
+      corrupt(file, path, fmt::format("is not {}", expected));
     }
   }
   detail::throw_os_error("open", file, err, __FILE__, __LINE__);
@@ -119,11 +109,7 @@ detail::FileDescriptor open_root_dir(const fs::path& dir) {
     if (!ec) std::tie(fd, err) = detail::open_at(AT_FDCWD, target.string(), O_RDONLY | O_DIRECTORY);
   }
   if (!fd.valid()) {
-    std::string what = "load_memmap: no memmap tree at '";
-    what += dir.string();
-    what += "': ";
-    what += std::strerror(err);
-    throw InvalidArgument(what);
+    throw InvalidArgument(fmt::format("load_memmap: no memmap tree at '{}': {}", dir.string(), std::strerror(err)));
   }
   return std::move(fd);
 }
@@ -135,11 +121,9 @@ NodeDir open_child(const NodeDir& parent, const std::string& key) {
   auto [fd, dir] = open_entry(parent.fd.get(), parent.dir, key, "", O_RDONLY | O_DIRECTORY, path, "a directory");
   detail::NodeMeta meta = read_meta(fd.get(), dir, path);
   if (!starts_with(meta.batch_size, parent.meta.batch_size)) {
-    std::string why = "has batch size ";
-    why += shape_str(meta.batch_size);
-    why += ", which does not start with its parent's ";
-    why += shape_str(parent.meta.batch_size);
-    corrupt(dir / detail::kMetaFileName, path, why);
+    corrupt(dir / detail::kMetaFileName, path,
+            fmt::format("has batch size {}, which does not start with its parent's {}", shape_str(meta.batch_size),
+                        shape_str(parent.meta.batch_size)));
   }
   return {std::move(fd), std::move(dir), std::move(path), std::move(meta), parent.depth + 1};
 }
@@ -151,15 +135,8 @@ NodeDir open_sub_tree(detail::FileDescriptor root_fd, const fs::path& dir, const
     const auto& entries = node.meta.entries;
     const auto it = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.key == key; });
     if (it == entries.end() || !it->is_node) {
-      std::string what = "load_memmap: '";
-      what += dir.string();
-      what += "' has no sub-tree '";
-      what += path_str(sub_path);
-      what += "' (";
-      what += it == entries.end() ? "no key '" : "a leaf at '";
-      what += key;
-      what += "')";
-      throw InvalidArgument(what);
+      throw InvalidArgument(fmt::format("load_memmap: '{}' has no sub-tree '{}' ({}'{}')", dir.string(),
+                                        path_str(sub_path), it == entries.end() ? "no key " : "a leaf at ", key));
     }
     node = open_child(node, key);
   }
@@ -221,16 +198,8 @@ LeafFile open_leaf(const NodeDir& node, const detail::MetaEntry& entry, bool wri
 
 std::string size_problem(const LeafFile& leaf, const detail::MetaEntry& entry, std::uint64_t nbytes) {
   if (leaf.size < 0) return "is not a regular file";
-  std::string why = "holds ";
-  why += std::to_string(leaf.size);
-  why += " bytes, expected ";
-  why += std::to_string(nbytes);
-  why += " (";
-  why += dtype_name(entry.dtype);
-  why += ' ';
-  why += shape_str(entry.shape);
-  why += leaf.size < static_cast<std::int64_t>(nbytes) ? "; truncated)" : "; too long)";
-  return why;
+  return fmt::format("holds {} bytes, expected {} ({} {}; {})", leaf.size, nbytes, entry.dtype, shape_str(entry.shape),
+                     leaf.size < static_cast<std::int64_t>(nbytes) ? "truncated" : "too long");
 }
 
 struct LoadState {

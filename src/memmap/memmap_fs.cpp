@@ -14,17 +14,14 @@
 #include <vector>
 
 #include "core/foreign_error.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
 
 void throw_os_error(std::string_view call, const std::filesystem::path& path, int err, const char* file,
                     int line) {
-  std::string what(call);
-  what += " '";
-  what += path.string();
-  what += '\'';
-  throw_foreign_error("OS", what, std::strerror(err), err, file, line);
+  throw_foreign_error("OS", fmt::format("{} '{}'", call, path.string()), std::strerror(err), err, file, line);
 }
 
 std::pair<FileDescriptor, int> open_at(int dir_fd, const std::string& name, int flags, mode_t mode) {
@@ -177,13 +174,7 @@ void read_all(int fd, void* data, std::size_t n, const std::filesystem::path& pa
       TT_OS_ERROR("read", path);
     }
     if (got == 0) {
-      std::string what = "'";
-      what += path.string();
-      what += "' ended after ";
-      what += std::to_string(done);
-      what += " bytes, expected ";
-      what += std::to_string(n);
-      throw CorruptData(what);
+      throw CorruptData(fmt::format("'{}' ended after {} bytes, expected {}", path.string(), done, n));
     }
     done += static_cast<std::size_t>(got);
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/checked_math.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/memmap.hpp"
 #include "tensortree/schema.hpp"
@@ -37,11 +38,7 @@ int hex_value(char c) {
 }
 
 [[noreturn]] void bad_name(std::string_view name, const char* why) {
-  std::string what = "malformed memmap file name '";
-  what += name;
-  what += "': ";
-  what += why;
-  throw CorruptData(what);
+  throw CorruptData(fmt::format("malformed memmap file name '{}': {}", name, why));
 }
 
 }  // namespace
@@ -103,27 +100,12 @@ using Json = nlohmann::json;
 constexpr int kMaxJsonDepth = 16;
 
 [[noreturn]] void corrupt(const std::filesystem::path& file, std::string_view where, std::string_view why) {
-  std::string what = "corrupt memmap metadata '";
-  what += file.string();
-  what += "'";
-  if (!where.empty()) {
-    what += " at '";
-    what += where;
-    what += "'";
-  }
-  what += ": ";
-  what += why;
-  throw CorruptData(what);
+  const std::string at = where.empty() ? std::string() : fmt::format(" at '{}'", where);
+  throw CorruptData(fmt::format("corrupt memmap metadata '{}'{}: {}", file.string(), at, why));
 }
 
 [[noreturn]] void unsupported(const std::filesystem::path& file, std::string_view key, std::string_view why) {
-  std::string what = "memmap metadata '";
-  what += file.string();
-  what += "' entry '";
-  what += key;
-  what += "': ";
-  what += why;
-  throw NotSupported(what);
+  throw NotSupported(fmt::format("memmap metadata '{}' entry '{}': {}", file.string(), key, why));
 }
 
 // Python's json.dumps(..., ensure_ascii=True) spelling of one string.
@@ -131,10 +113,7 @@ std::string quoted(const std::string& text) {
   try {
     return Json(text).dump(-1, ' ', true);
   } catch (const nlohmann::json::exception&) {
-    std::string what = "memmap key '";
-    what += text;
-    what += "' is not valid UTF-8: meta.json cannot hold it";
-    throw InvalidArgument(what);
+    throw InvalidArgument(fmt::format("memmap key '{}' is not valid UTF-8: meta.json cannot hold it", text));
   }
 }
 
@@ -151,12 +130,8 @@ std::string shape_text(const Shape& shape) {
 Shape parse_shape(const Json& value, const std::filesystem::path& file, std::string_view where) {
   if (!value.is_array()) corrupt(file, where, "\"shape\" is not a list");
   if (value.size() > Schema::kMaxRank) {
-    std::string why = "\"shape\" has ";
-    why += std::to_string(value.size());
-    why += " dimensions, at most ";
-    why += std::to_string(Schema::kMaxRank);
-    why += " are supported";
-    corrupt(file, where, why);
+    corrupt(file, where,
+            fmt::format("\"shape\" has {} dimensions, at most {} are supported", value.size(), Schema::kMaxRank));
   }
   Shape shape;
   for (const Json& dim : value) {
@@ -186,21 +161,15 @@ MetaEntry parse_leaf(const std::string& key, const Json& value, const Shape& bat
   try {
     entry.dtype = parse_dtype(dtype);
   } catch (const InvalidArgument&) {
-    std::string why = "unknown dtype \"";
-    why += dtype;
-    why += '"';
-    corrupt(file, key, why);
+    corrupt(file, key, fmt::format("unknown dtype \"{}\"", dtype));
   }
   if (value.contains("device") && !value["device"].is_string()) corrupt(file, key, "\"device\" is not a string");
   if (!value.contains("shape")) corrupt(file, key, "no \"shape\"");
   entry.shape = parse_shape(value["shape"], file, key);
-  (void)leaf_nbytes(entry.dtype, entry.shape, file.string() + ":" + key);
+  (void)leaf_nbytes(entry.dtype, entry.shape, fmt::format("{}:{}", file.string(), key));
   if (!starts_with(entry.shape, batch)) {
-    std::string why = "shape ";
-    why += shape_str(entry.shape);
-    why += " does not start with the node's batch size ";
-    why += shape_str(batch);
-    corrupt(file, key, why);
+    corrupt(file, key, fmt::format("shape {} does not start with the node's batch size {}", shape_str(entry.shape),
+                                   shape_str(batch)));
   }
   return entry;
 }
@@ -210,11 +179,8 @@ void check_node_fields(const Json& root, const std::filesystem::path& file) {
     if (!root["_type"].is_string()) corrupt(file, "_type", "not a string");
     const auto& type = root["_type"].get_ref<const std::string&>();
     if (type != kTensorDictType) {
-      std::string why = "only TensorDict nodes (";
-      why += kTensorDictType;
-      why += ") can be loaded, not ";
-      why += type;
-      unsupported(file, "_type", why);
+      unsupported(file, "_type",
+                  fmt::format("only TensorDict nodes ({}) can be loaded, not {}", kTensorDictType, type));
     }
   }
   if (root.contains("device") && !root["device"].is_string() && !root["device"].is_null()) {
@@ -227,12 +193,7 @@ void check_node_fields(const Json& root, const std::filesystem::path& file) {
 std::uint64_t leaf_nbytes(DType dtype, const Shape& shape, std::string_view what) {
   const std::optional<std::uint64_t> total = checked_nbytes(shape, itemsize(dtype));
   if (!total) {
-    std::string why = "the byte size of shape ";
-    why += shape_str(shape);
-    why += " overflows 64 bits (";
-    why += what;
-    why += ')';
-    throw CorruptData(why);
+    throw CorruptData(fmt::format("the byte size of shape {} overflows 64 bits ({})", shape_str(shape), what));
   }
   return *total;
 }
@@ -247,10 +208,8 @@ std::string format_node_meta(const NodeMeta& node) {
   std::string out = "{";
   for (const MetaEntry& entry : node.entries) {
     if (is_reserved(entry.key)) {
-      std::string what = "key '";
-      what += entry.key;
-      what += "' collides with a node field of TensorDict's meta.json (shape, device, _type)";
-      throw InvalidArgument(what);
+      throw InvalidArgument(fmt::format(
+          "key '{}' collides with a node field of TensorDict's meta.json (shape, device, _type)", entry.key));
     }
     out += quoted(entry.key);
     if (entry.is_node) {
@@ -306,7 +265,7 @@ class MetaScan final : public nlohmann::json_sax<Json> {
 
  private:
   bool enter() {
-    if (++depth_ > kMaxJsonDepth) corrupt(file_, "", "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    if (++depth_ > kMaxJsonDepth) corrupt(file_, "", fmt::format("nested deeper than {} levels", kMaxJsonDepth));
     return true;
   }
   bool leave() {
@@ -350,10 +309,8 @@ NodeMeta parse_node_meta(std::string_view text, const std::filesystem::path& fil
       if (!value["type"].is_string()) corrupt(file, key, "\"type\" is not a string");
       const auto& type = value["type"].get_ref<const std::string&>();
       if (type != "TensorDict") {
-        std::string why = "entries of type ";
-        why += type;
-        why += " are not supported (only TensorDict nodes and tensors)";
-        unsupported(file, key, why);
+        unsupported(file, key,
+                    fmt::format("entries of type {} are not supported (only TensorDict nodes and tensors)", type));
       }
       node.entries.push_back({key, true, DType::Float32, {}});
       continue;

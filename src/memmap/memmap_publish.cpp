@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 
+#include "core/text_format.hpp"
 #include "memmap/memmap_fs.hpp"
 #include "memmap/memmap_meta.hpp"
 #include "tensortree/error.hpp"
@@ -21,13 +22,6 @@ namespace tensortree::detail {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string quoted_path(const fs::path& path) {
-  std::string out = "'";
-  out += path.string();
-  out += '\'';
-  return out;
-}
 
 // ---- the target directory -----------------------------------------------------------------------
 
@@ -52,15 +46,13 @@ TargetState target_state(const fs::path& target) {
 void check_target(const fs::path& target, MemmapOverwrite policy) {
   const TargetState state = target_state(target);
   if (state == TargetState::Absent || state == TargetState::Empty) return;
-  std::string what = "memmap_: ";
-  what += quoted_path(target);
   if (state == TargetState::Other) {
-    what += " exists and is not a memmap tree (a directory with a meta.json); it is left alone";
-    throw InvalidArgument(what);
+    throw InvalidArgument(fmt::format("memmap_: '{}' exists and is not a memmap tree (a directory with a meta.json); "
+                                      "it is left alone", target.string()));
   }
   if (policy == MemmapOverwrite::Error) {
-    what += " already holds a memmap tree; pass MemmapOverwrite::Replace to replace it";
-    throw InvalidArgument(what);
+    throw InvalidArgument(fmt::format("memmap_: '{}' already holds a memmap tree; pass MemmapOverwrite::Replace to "
+                                      "replace it", target.string()));
   }
 }
 
@@ -166,10 +158,7 @@ void publish(const fs::path& temp, const fs::path& target, MemmapOverwrite polic
     if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) return;
     if (errno != ENOENT) TT_OS_ERROR("renameat2(RENAME_EXCHANGE)", target);
   }
-  std::string what = "memmap_: ";
-  what += quoted_path(target);
-  what += " kept changing under concurrent saves";
-  throw BackendError(what);
+  throw BackendError(fmt::format("memmap_: '{}' kept changing under concurrent saves", target.string()));
 }
 
 }  // namespace tensortree::detail

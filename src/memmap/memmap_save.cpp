@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "memmap/memmap_fs.hpp"
 #include "memmap/memmap_meta.hpp"
 #include "memmap/memmap_publish.hpp"
@@ -96,14 +97,13 @@ void check_disk_names(const TensorTree& tree) {
       Path full = node_path;
       full.push_back(key);
       if (name.size() > kMaxNameBytes) {
-        throw InvalidArgument("memmap_: key '" + path_str(full) + "' becomes the file name of " +
-                              std::to_string(name.size()) + " bytes, over the limit of " +
-                              std::to_string(kMaxNameBytes));
+        throw InvalidArgument(fmt::format("memmap_: key '{}' becomes the file name of {} bytes, over the limit of {}",
+                                          path_str(full), name.size(), kMaxNameBytes));
       }
-      const auto [it, fresh] = owner.emplace(name, "key '" + path_str(full) + "'");
+      const auto [it, fresh] = owner.emplace(name, fmt::format("key '{}'", path_str(full)));
       if (!fresh) {
-        throw InvalidArgument("memmap_: key '" + path_str(full) + "' and " + it->second +
-                              " would both be saved as '" + name + "'");
+        throw InvalidArgument(fmt::format("memmap_: key '{}' and {} would both be saved as '{}'", path_str(full),
+                                          it->second, name));
       }
     }
   });

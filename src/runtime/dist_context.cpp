@@ -12,6 +12,7 @@
 #include "comm/agreement.hpp"
 #include "comm/group_state.hpp"
 #include "core/cuda_api.hpp"
+#include "core/text_format.hpp"
 #include "runtime/transport_factory.hpp"
 #include "transport/mpi/mpi_environment.hpp"
 #include "tensortree/error.hpp"
@@ -20,22 +21,15 @@ namespace tensortree {
 
 namespace {
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
-  return text + "]";
-}
-
 void validate_new_group(const std::vector<int>& world_ranks, int world_size) {
   if (world_ranks.empty()) throw InvalidArgument("new_group needs at least one rank");
   std::vector<int> sorted = world_ranks;
   std::sort(sorted.begin(), sorted.end());
   if (sorted.front() < 0 || sorted.back() >= world_size) {
-    throw InvalidArgument("new_group ranks " + rank_list(world_ranks) + " must lie in 0.." +
-                          std::to_string(world_size - 1));
+    throw InvalidArgument(fmt::format("new_group ranks {} must lie in 0..{}", world_ranks, world_size - 1));
   }
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-    throw InvalidArgument("new_group ranks " + rank_list(world_ranks) + " repeat a rank");
+    throw InvalidArgument(fmt::format("new_group ranks {} repeat a rank", world_ranks));
   }
 }
 

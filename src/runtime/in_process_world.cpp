@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/group_state.hpp"
+#include "core/text_format.hpp"
 #include "runtime/transport_factory.hpp"
 #include "transport/in_process/in_process_bootstrap.hpp"
 #include "tensortree/error.hpp"
@@ -35,7 +36,7 @@ class World {
     const std::lock_guard lock(mutex_);
     if (failure_) return;
     failure_ = std::move(error);
-    reason_ = "rank " + std::to_string(rank) + " of the in-process world failed";
+    reason_ = fmt::format("rank {} of the in-process world failed", rank);
     store_->abort(reason_);
     for (const Group& group : groups_) group.abort(reason_);
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/transport_choice.hpp"
+#include "core/text_format.hpp"
 #include "transport/in_process/in_process_backend.hpp"
 #include "transport/mpi/mpi_environment.hpp"
 #include "transport/shm/cuda_shareable_memory.hpp"
@@ -51,8 +52,7 @@ std::shared_ptr<Engine> nccl_transport(GroupState& group, Device device) {
                            [&bootstrap](std::span<std::byte> unique_id) { bootstrap.broadcast(unique_id, 0); });
 #else
   (void)device;
-  throw NotSupported("NCCL for the group of size " + std::to_string(group.size()) +
-                     ": the library was built without it");
+  throw NotSupported(fmt::format("NCCL for the group of size {}: the library was built without it", group.size()));
 #endif
 }
 
@@ -71,8 +71,8 @@ std::size_t inline_bytes_from_environment(std::size_t fallback) {
   errno = 0;
   const unsigned long long value = std::strtoull(text, &end, 10);
   if (errno != 0 || *end != '\0' || text[0] < '0' || text[0] > '9' || value > (1ULL << 20)) {
-    throw InvalidArgument(std::string("TENSORTREE_SHM_INLINE_BYTES must be a number of bytes up to 1 MiB, got '") +
-                          text + "'");
+    throw InvalidArgument(fmt::format("TENSORTREE_SHM_INLINE_BYTES must be a number of bytes up to 1 MiB, got '{}'",
+                                      text));
   }
   return static_cast<std::size_t>(value);
 }
@@ -118,8 +118,8 @@ DeviceTransports host_transports(GroupState& group) {
 // through pinned memory over its host backend.
 DeviceTransports in_process_cuda_transports(GroupState& group) {
   if (group.options().cuda_transport == CudaTransport::Nccl) {
-    throw NotSupported("CudaTransport::Nccl for an in-process group of " + std::to_string(group.size()) +
-                       " ranks: its members are threads of one process, which stage CUDA tensors through host memory");
+    throw NotSupported(fmt::format("CudaTransport::Nccl for an in-process group of {} ranks: its members are threads "
+                                   "of one process, which stage CUDA tensors through host memory", group.size()));
   }
   return everyone(staged_transport(host_transport(group)), group.size());
 }

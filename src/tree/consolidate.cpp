@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "tree/consolidation_access.hpp"
 #include "core/cuda_api.hpp"
 #include "tree/layout_plan.hpp"
@@ -83,10 +84,8 @@ Device leaves_device(const detail::TreeWalk& walk, std::string_view op) {
   const Device device = walk.leaves.front().device;
   for (const detail::WalkedLeaf& leaf : walk.leaves) {
     if (leaf.device != device) {
-      std::string message(op);
-      message += ": the tree's leaves are on more than one device (" + device.str() + " and " +
-                 leaf.device.str() + "); move them to one with to()";
-      throw NotSupported(message);
+      throw NotSupported(fmt::format("{}: the tree's leaves are on more than one device ({} and {}); move them to one "
+                                     "with to()", op, device, leaf.device));
     }
   }
   return device;
@@ -216,13 +215,12 @@ void TensorTree::consolidate_into(TensorTree& target, const ConsolidateOptions& 
 TensorTree TensorTree::from_consolidated(StoragePtr storage, std::shared_ptr<const Schema> schema) {
   if (!storage || !schema) throw InvalidArgument("from_consolidated needs a storage and a schema");
   if (storage->nbytes() < schema->total_bytes()) {
-    throw InvalidArgument("from_consolidated: the schema lays out " + std::to_string(schema->total_bytes()) +
-                          " bytes but the storage holds " + std::to_string(storage->nbytes()));
+    throw InvalidArgument(fmt::format("from_consolidated: the schema lays out {} bytes but the storage holds {}",
+                                      schema->total_bytes(), storage->nbytes()));
   }
   if (storage->device().type() != schema->storage_device()) {
-    throw InvalidArgument("from_consolidated: the schema describes a " +
-                          Device(schema->storage_device(), 0).str() + " buffer but the storage is on " +
-                          storage->device().str());
+    throw InvalidArgument(fmt::format("from_consolidated: the schema describes a {} buffer but the storage is on {}",
+                                      Device(schema->storage_device(), 0), storage->device()));
   }
   TensorTree result = detail::ConsolidationAccess::views_from_schema(*schema, storage);
   detail::ConsolidationAccess::attach(result, std::move(storage), std::move(schema));
@@ -233,13 +231,12 @@ void TensorTree::unpack_from(const Storage& buffer, const Schema& schema, int th
   const detail::TreeWalk& walk = detail::walk_tree(*this);
   const auto plan = detail::layout_plan_for(*this, walk, schema.storage_device());
   if (plan->schema->fingerprint() != schema.fingerprint()) {
-    throw SchemaMismatch("unpack_from: this tree's layout (fingerprint " +
-                         std::to_string(plan->schema->fingerprint()) + ") differs from the buffer's (fingerprint " +
-                         std::to_string(schema.fingerprint()) + ")");
+    throw SchemaMismatch(fmt::format("unpack_from: this tree's layout (fingerprint {}) differs from the buffer's "
+                                     "(fingerprint {})", plan->schema->fingerprint(), schema.fingerprint()));
   }
   if (buffer.nbytes() < schema.total_bytes()) {
-    throw InvalidArgument("unpack_from: the schema lays out " + std::to_string(schema.total_bytes()) +
-                          " bytes but the buffer holds " + std::to_string(buffer.nbytes()));
+    throw InvalidArgument(fmt::format("unpack_from: the schema lays out {} bytes but the buffer holds {}",
+                                      schema.total_bytes(), buffer.nbytes()));
   }
   const Device leaves = leaves_device(walk, "unpack_from");
   const Segments& segments = segments_for(walk, *plan);

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 #include <string>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/path.hpp"
 
@@ -11,22 +13,18 @@ namespace tensortree::detail {
 
 inline std::string quoted(const Path& path) {
   if (path.empty()) return "the root";
-  std::string text = "'";
-  text += path_str(path);
-  text += '\'';
-  return text;
+  return fmt::format("'{}'", path_str(path));
 }
 
 // {"next", "obs"}: unambiguous where keys may contain the separator.
 inline std::string listed(const Path& path) {
-  std::string text = "{";
+  fmt::memory_buffer text;
+  fmt::format_to(std::back_inserter(text), "{{");
   for (std::size_t i = 0; i < path.size(); ++i) {
-    if (i) text += ", ";
-    text += '"';
-    text += path[i];
-    text += '"';
+    fmt::format_to(std::back_inserter(text), "{}\"{}\"", i ? ", " : "", path[i]);
   }
-  return text + "}";
+  fmt::format_to(std::back_inserter(text), "}}");
+  return fmt::to_string(text);
 }
 
 inline Path child_path(Path path, const std::string& key) {
@@ -36,7 +34,7 @@ inline Path child_path(Path path, const std::string& key) {
 
 inline void check_not_root(const Path& path, const char* operation) {
   if (path.empty()) {
-    throw InvalidArgument(std::string(operation) + " needs a key; the empty path names the tree itself");
+    throw InvalidArgument(fmt::format("{} needs a key; the empty path names the tree itself", operation));
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "core/checked_math.hpp"
 #include "core/strided_view.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree {
@@ -35,11 +36,11 @@ std::strong_ordering compare_paths(Keys a, Keys b) {
 
 std::string quoted(Keys path) {
   if (path.empty()) return "<root>";
-  return "'" + path_str(Path(path.begin(), path.end())) + "'";
+  return fmt::format("'{}'", path_str(Path(path.begin(), path.end())));
 }
 
-std::string leaf_name(Keys path) { return "leaf " + quoted(path); }
-std::string node_name(Keys path) { return "node " + quoted(path); }
+std::string leaf_name(Keys path) { return fmt::format("leaf {}", quoted(path)); }
+std::string node_name(Keys path) { return fmt::format("node {}", quoted(path)); }
 
 const NodeSpec* find_node_in(std::span<const NodeSpec> sorted_nodes, Keys path) {
   const auto it = std::lower_bound(sorted_nodes.begin(), sorted_nodes.end(), path,
@@ -58,7 +59,7 @@ std::uint64_t align_up(std::uint64_t bytes) {
 void check_dtype(DType dtype, Keys path) {
   const auto raw = static_cast<std::uint8_t>(dtype);
   if (!is_valid_dtype(raw)) {
-    throw InvalidArgument(leaf_name(path) + " has unknown dtype value " + std::to_string(raw));
+    throw InvalidArgument(fmt::format("{} has unknown dtype value {}", leaf_name(path), raw));
   }
 }
 
@@ -66,12 +67,13 @@ void check_dtype(DType dtype, Keys path) {
 std::uint64_t leaf_nbytes(DType dtype, const Shape& shape, Keys path) {
   check_dtype(dtype, path);
   for (const std::int64_t dim : shape) {
-    if (dim < 0) throw InvalidArgument(leaf_name(path) + " has a negative dimension in shape " + shape_str(shape));
+    if (dim < 0) throw InvalidArgument(fmt::format("{} has a negative dimension in shape {}", leaf_name(path),
+                                                   shape_str(shape)));
   }
   const std::optional<std::uint64_t> nbytes = detail::checked_nbytes(shape, itemsize(dtype));
   if (!nbytes) {
-    throw InvalidArgument(leaf_name(path) + " of shape " + shape_str(shape) + " and dtype " +
-                          std::string(dtype_name(dtype)) + " holds more than 2^63 bytes");
+    throw InvalidArgument(fmt::format("{} of shape {} and dtype {} holds more than 2^63 bytes", leaf_name(path),
+                                      shape_str(shape), dtype));
   }
   return *nbytes;
 }
@@ -82,7 +84,8 @@ std::uint64_t assign_offsets(std::vector<LeafSpec>& layout_ordered) {
   for (LeafSpec& leaf : layout_ordered) {
     leaf.offset = align_up(end);
     const std::optional<std::uint64_t> leaf_end = detail::checked_add(leaf.offset, leaf.nbytes);
-    if (!leaf_end) throw InvalidArgument("the leaves need more than 2^64 bytes (at " + leaf_name(leaf.path) + ")");
+    if (!leaf_end) throw InvalidArgument(fmt::format("the leaves need more than 2^64 bytes (at {})",
+                                                     leaf_name(leaf.path)));
     end = *leaf_end;
   }
   return align_up(end);
@@ -92,54 +95,54 @@ std::uint64_t assign_offsets(std::vector<LeafSpec>& layout_ordered) {
 struct Owner {
   const char* kind;
   Keys path;
-  std::string name() const { return kind + (" " + quoted(path)); }
+  std::string name() const { return fmt::format("{} {}", kind, quoted(path)); }
 };
 
 void check_key_lengths(Keys keys, const Owner& owner) {
   for (const std::string& key : keys) {
     if (key.size() > Schema::kMaxKeyBytes) {
-      throw InvalidArgument(owner.name() + " has a key of " + std::to_string(key.size()) + " bytes, more than the " +
-                            std::to_string(Schema::kMaxKeyBytes) + " allowed");
+      throw InvalidArgument(fmt::format("{} has a key of {} bytes, more than the {} allowed", owner.name(), key.size(),
+                                        Schema::kMaxKeyBytes));
     }
   }
 }
 
 void check_path(const Owner& owner) {
   if (owner.path.size() > Schema::kMaxDepth) {
-    throw InvalidArgument(owner.name() + " is " + std::to_string(owner.path.size()) + " keys deep, more than the " +
-                          std::to_string(Schema::kMaxDepth) + " allowed");
+    throw InvalidArgument(fmt::format("{} is {} keys deep, more than the {} allowed", owner.name(), owner.path.size(),
+                                      Schema::kMaxDepth));
   }
   check_key_lengths(owner.path, owner);
 }
 
 void check_dims(const Shape& shape, const Owner& owner, const char* field) {
   if (shape.size() > Schema::kMaxRank) {
-    throw InvalidArgument(owner.name() + " " + field + " has rank " + std::to_string(shape.size()) +
-                          ", more than the " + std::to_string(Schema::kMaxRank) + " allowed");
+    throw InvalidArgument(fmt::format("{} {} has rank {}, more than the {} allowed", owner.name(), field, shape.size(),
+                                      Schema::kMaxRank));
   }
   if (std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0; })) {
-    throw InvalidArgument(owner.name() + " " + field + " " + shape_str(shape) + " has a negative dimension");
+    throw InvalidArgument(fmt::format("{} {} {} has a negative dimension", owner.name(), field, shape_str(shape)));
   }
 }
 
 // A batch of more than 2^63 elements names no real tree, and every count derived from it would wrap.
 void check_batch_numel(const Shape& batch_size, const Owner& owner) {
   if (!detail::checked_nbytes(batch_size, 1)) {
-    throw InvalidArgument(owner.name() + " batch_size " + shape_str(batch_size) + " holds more than 2^63 elements");
+    throw InvalidArgument(fmt::format("{} batch_size {} holds more than 2^63 elements", owner.name(),
+                                      shape_str(batch_size)));
   }
 }
 
 void check_count(std::size_t count, const char* what) {
   if (count > Schema::kMaxEntries) {
-    throw InvalidArgument(std::string(what) + " " + std::to_string(count) + " exceeds the limit of " +
-                          std::to_string(Schema::kMaxEntries));
+    throw InvalidArgument(fmt::format("{} {} exceeds the limit of {}", what, count, Schema::kMaxEntries));
   }
 }
 
 // Bounds on every field, checked before anything relies on them.
 void validate_entries(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves, DeviceType device) {
   if (device != DeviceType::CPU && device != DeviceType::CUDA) {
-    throw InvalidArgument("unknown storage device kind " + std::to_string(static_cast<unsigned>(device)));
+    throw InvalidArgument(fmt::format("unknown storage device kind {}", static_cast<unsigned>(device)));
   }
   check_count(nodes.size(), "node count");
   check_count(leaves.size(), "leaf count");
@@ -173,7 +176,7 @@ class ParentFinder {
     // The walk moved on to the next node's children (the common case), or somewhere else.
     if (is_parent(last_ + 1, parent_path)) return ++last_;
     const NodeSpec* parent = find_node_in(nodes_, parent_path);
-    if (!parent) throw InvalidArgument(child.name() + " has no parent node " + quoted(parent_path));
+    if (!parent) throw InvalidArgument(fmt::format("{} has no parent node {}", child.name(), quoted(parent_path)));
     last_ = static_cast<std::size_t>(parent - nodes_.data());
     return last_;
   }
@@ -193,16 +196,17 @@ void validate_nodes(std::span<const NodeSpec> nodes) {
   if (nodes.empty() || !nodes.front().path.empty()) throw InvalidArgument("the schema has no root node");
   for (std::size_t i = 1; i < nodes.size(); ++i) {
     if (compare_paths(nodes[i - 1].path, nodes[i].path) >= 0) {
-      throw InvalidArgument(node_name(nodes[i].path) + " is repeated or out of path order (after " +
-                            quoted(nodes[i - 1].path) + ")");
+      throw InvalidArgument(fmt::format("{} is repeated or out of path order (after {})", node_name(nodes[i].path),
+                                        quoted(nodes[i - 1].path)));
     }
   }
   ParentFinder parents(nodes);
   for (const NodeSpec& node : nodes.subspan(1)) {
     const NodeSpec& parent = nodes[parents.index_of({"node", node.path})];
     if (!starts_with(node.batch_size, parent.batch_size)) {
-      throw InvalidArgument(node_name(node.path) + " has batch_size " + shape_str(node.batch_size) +
-                            ", which does not start with its parent's " + shape_str(parent.batch_size));
+      throw InvalidArgument(fmt::format("{} has batch_size {}, which does not start with its parent's {}",
+                                        node_name(node.path), shape_str(node.batch_size),
+                                        shape_str(parent.batch_size)));
     }
   }
 }
@@ -211,7 +215,7 @@ void validate_nodes(std::span<const NodeSpec> nodes) {
 // Looks each key up instead of sorting the keys: a node may hold thousands of leaves.
 void check_keys_match_children(const NodeSpec& node, const std::vector<std::string_view>& children) {
   if (const auto dup = std::adjacent_find(children.begin(), children.end()); dup != children.end()) {
-    throw InvalidArgument(node_name(node.path) + " has two children named '" + std::string(*dup) + "'");
+    throw InvalidArgument(fmt::format("{} has two children named '{}'", node_name(node.path), *dup));
   }
   // Keys inserted in sorted order (common) are the children themselves: one comparison each.
   if (std::equal(node.keys.begin(), node.keys.end(), children.begin(), children.end())) return;
@@ -219,16 +223,15 @@ void check_keys_match_children(const NodeSpec& node, const std::vector<std::stri
   for (const std::string& key : node.keys) {
     const auto it = std::lower_bound(children.begin(), children.end(), std::string_view(key));
     if (it == children.end() || *it != key) {
-      throw InvalidArgument(node_name(node.path) + " lists key '" + key + "' but has no such leaf or node");
+      throw InvalidArgument(fmt::format("{} lists key '{}' but has no such leaf or node", node_name(node.path), key));
     }
     const auto index = static_cast<std::size_t>(it - children.begin());
-    if (listed[index]) throw InvalidArgument(node_name(node.path) + " lists key '" + key + "' twice");
+    if (listed[index]) throw InvalidArgument(fmt::format("{} lists key '{}' twice", node_name(node.path), key));
     listed[index] = true;
   }
   if (const auto unlisted = std::find(listed.begin(), listed.end(), false); unlisted != listed.end()) {
-    throw InvalidArgument(node_name(node.path) + " does not list its child '" +
-                          std::string(children[static_cast<std::size_t>(unlisted - listed.begin())]) +
-                          "' among its keys");
+    throw InvalidArgument(fmt::format("{} does not list its child '{}' among its keys", node_name(node.path),
+                                      children[static_cast<std::size_t>(unlisted - listed.begin())]));
   }
 }
 
@@ -249,9 +252,9 @@ void validate_children(std::span<const NodeSpec> nodes, std::span<const LeafSpec
     const LeafSpec& leaf = leaves[index];
     const std::size_t parent = parents.index_of({"leaf", leaf.path});
     if (!starts_with(leaf.shape, nodes[parent].batch_size)) {
-      throw InvalidArgument(leaf_name(leaf.path) + " has shape " + shape_str(leaf.shape) +
-                            ", which does not start with its node's batch_size " +
-                            shape_str(nodes[parent].batch_size));
+      throw InvalidArgument(fmt::format("{} has shape {}, which does not start with its node's batch_size {}",
+                                        leaf_name(leaf.path), shape_str(leaf.shape),
+                                        shape_str(nodes[parent].batch_size)));
     }
     children[parent].push_back(leaf.path.back());
   }
@@ -264,21 +267,21 @@ void validate_children(std::span<const NodeSpec> nodes, std::span<const LeafSpec
 
 // Each leaf starts at the first aligned offset after the previous one, inside the buffer.
 void check_offset(const LeafSpec& leaf, std::uint64_t previous_end, std::uint64_t total_bytes) {
-  const auto where = [&] { return leaf_name(leaf.path) + " at offset " + std::to_string(leaf.offset); };
+  const auto where = [&] { return fmt::format("{} at offset {}", leaf_name(leaf.path), leaf.offset); };
   if (leaf.offset % Schema::kAlignment != 0) {
-    throw InvalidArgument(where() + " is not aligned to " + std::to_string(Schema::kAlignment) + " bytes");
+    throw InvalidArgument(fmt::format("{} is not aligned to {} bytes", where(), Schema::kAlignment));
   }
   if (leaf.offset < previous_end) {
-    throw InvalidArgument(where() + " overlaps the previous leaf, which ends at " + std::to_string(previous_end));
+    throw InvalidArgument(fmt::format("{} overlaps the previous leaf, which ends at {}", where(), previous_end));
   }
   const std::optional<std::uint64_t> end = detail::checked_add(leaf.offset, leaf.nbytes);
   if (!end || *end > total_bytes) {
-    throw InvalidArgument(where() + " with " + std::to_string(leaf.nbytes) + " bytes lies outside the buffer of " +
-                          std::to_string(total_bytes) + " bytes");
+    throw InvalidArgument(fmt::format("{} with {} bytes lies outside the buffer of {} bytes", where(), leaf.nbytes,
+                                      total_bytes));
   }
   if (leaf.offset != align_up(previous_end)) {
-    throw InvalidArgument(where() + " leaves a gap after the previous leaf (expected offset " +
-                          std::to_string(align_up(previous_end)) + ")");
+    throw InvalidArgument(fmt::format("{} leaves a gap after the previous leaf (expected offset {})", where(),
+                                      align_up(previous_end)));
   }
 }
 
@@ -287,10 +290,10 @@ void check_follows(const LeafSpec& previous, const LeafSpec& leaf) {
   if (previous.dtype < leaf.dtype) return;
   const std::strong_ordering order =
       previous.dtype == leaf.dtype ? compare_paths(previous.path, leaf.path) : std::strong_ordering::greater;
-  if (order == 0) throw InvalidArgument(leaf_name(leaf.path) + " appears twice");
+  if (order == 0) throw InvalidArgument(fmt::format("{} appears twice", leaf_name(leaf.path)));
   if (order > 0) {
-    throw InvalidArgument(leaf_name(leaf.path) + " is out of layout order (dtype bucket, then path) after " +
-                          quoted(previous.path));
+    throw InvalidArgument(fmt::format("{} is out of layout order (dtype bucket, then path) after {}",
+                                      leaf_name(leaf.path), quoted(previous.path)));
   }
 }
 
@@ -300,16 +303,15 @@ void validate_layout(std::span<const LeafSpec> leaves, std::uint64_t total_bytes
     const LeafSpec& leaf = leaves[i];
     if (i > 0) check_follows(leaves[i - 1], leaf);
     if (const std::uint64_t expected = leaf_nbytes(leaf.dtype, leaf.shape, leaf.path); leaf.nbytes != expected) {
-      throw InvalidArgument(leaf_name(leaf.path) + " records " + std::to_string(leaf.nbytes) + " bytes but shape " +
-                            shape_str(leaf.shape) + " of " + std::string(dtype_name(leaf.dtype)) + " needs " +
-                            std::to_string(expected));
+      throw InvalidArgument(fmt::format("{} records {} bytes but shape {} of {} needs {}", leaf_name(leaf.path),
+                                        leaf.nbytes, shape_str(leaf.shape), leaf.dtype, expected));
     }
     check_offset(leaf, end, total_bytes);
     end = leaf.offset + leaf.nbytes;
   }
   if (total_bytes != align_up(end)) {
-    throw InvalidArgument("total_bytes " + std::to_string(total_bytes) + " differs from the " +
-                          std::to_string(align_up(end)) + " bytes the leaves need");
+    throw InvalidArgument(fmt::format("total_bytes {} differs from the {} bytes the leaves need", total_bytes,
+                                      align_up(end)));
   }
 }
 

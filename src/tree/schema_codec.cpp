@@ -13,6 +13,7 @@
 #include <boost/endian/conversion.hpp>
 
 #include "core/envelope.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/schema.hpp"
 
@@ -107,7 +108,7 @@ void write_payload(PayloadWriter& out, const Schema& schema) {
 
 // ---- reading -----------------------------------------------------------------------------------
 
-[[noreturn]] void corrupt(const std::string& why) { throw CorruptData("schema payload: " + why); }
+[[noreturn]] void corrupt(const std::string& why) { throw CorruptData(fmt::format("schema payload: {}", why)); }
 
 // Reads the caller's bytes in place; every read checks the bytes left first.
 class PayloadReader {
@@ -126,12 +127,11 @@ class PayloadReader {
   std::size_t count(const char* what, std::size_t limit, std::size_t min_bytes) {
     const auto n = number<std::uint64_t>();
     if (n > limit) {
-      corrupt(std::string(what) + " " + std::to_string(n) + " exceeds the limit of " + std::to_string(limit));
+      corrupt(fmt::format("{} {} exceeds the limit of {}", what, n, limit));
     }
     // n <= limit <= kMaxEntries, so n * min_bytes cannot overflow (and needs no division).
     if (n * min_bytes > remaining()) {
-      corrupt(std::string(what) + " " + std::to_string(n) + " cannot fit in the " + std::to_string(remaining()) +
-              " bytes left");
+      corrupt(fmt::format("{} {} cannot fit in the {} bytes left", what, n, remaining()));
     }
     return static_cast<std::size_t>(n);
   }
@@ -155,7 +155,7 @@ class PayloadReader {
  private:
   const std::byte* take(std::size_t n) {
     if (n > remaining()) {
-      corrupt("ends early: " + std::to_string(n) + " bytes needed, " + std::to_string(remaining()) + " left");
+      corrupt(fmt::format("ends early: {} bytes needed, {} left", n, remaining()));
     }
     const std::byte* first = at_;
     at_ += n;
@@ -187,7 +187,7 @@ LeafSpec read_leaf(PayloadReader& in) {
   leaf.path = in.strings("leaf path depth", Schema::kMaxDepth);
   const auto dtype = in.number<std::uint8_t>();
   if (!is_valid_dtype(dtype)) {
-    corrupt("leaf '" + path_str(leaf.path) + "' has unknown dtype value " + std::to_string(dtype));
+    corrupt(fmt::format("leaf '{}' has unknown dtype value {}", path_str(leaf.path), dtype));
   }
   leaf.dtype = static_cast<DType>(dtype);
   leaf.shape = in.shape("leaf rank");
@@ -200,14 +200,15 @@ SchemaParts read_payload(std::span<const std::byte> payload) {
   PayloadReader in(payload);
   SchemaParts parts;
   const auto device = in.number<std::uint8_t>();
-  if (device > static_cast<std::uint8_t>(DeviceType::CUDA)) corrupt("unknown storage device kind " + std::to_string(device));
+  if (device > static_cast<std::uint8_t>(DeviceType::CUDA)) corrupt(fmt::format("unknown storage device kind {}",
+                                                                                device));
   parts.storage_device = static_cast<DeviceType>(device);
   parts.total_bytes = in.number<std::uint64_t>();
   parts.nodes.resize(in.count("node count", Schema::kMaxEntries, kMinNodeBytes));
   for (NodeSpec& node : parts.nodes) node = read_node(in);
   parts.leaves.resize(in.count("leaf count", Schema::kMaxEntries, kMinLeafBytes));
   for (LeafSpec& leaf : parts.leaves) leaf = read_leaf(in);
-  if (in.remaining() != 0) corrupt(std::to_string(in.remaining()) + " bytes left over after the last leaf");
+  if (in.remaining() != 0) corrupt(fmt::format("{} bytes left over after the last leaf", in.remaining()));
   return parts;
 }
 
@@ -229,7 +230,7 @@ Schema Schema::decode(std::span<const std::byte> bytes) {
     SchemaParts parts = read_payload(payload);
     return Schema(std::move(parts.nodes), std::move(parts.leaves), parts.total_bytes, parts.storage_device);
   } catch (const InvalidArgument& e) {
-    throw CorruptData(std::string("schema envelope holds an invalid schema: ") + e.what());
+    throw CorruptData(fmt::format("schema envelope holds an invalid schema: {}", e.what()));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tree/path_text.hpp"
 
@@ -100,7 +101,7 @@ void TensorTree::drop_consolidation() {
 }
 
 void TensorTree::attach_consolidation(StoragePtr storage, std::shared_ptr<const Schema> schema) {
-  if (parent_) throw InvalidArgument("only a root tree holds consolidation state, not " + describe({}));
+  if (parent_) throw InvalidArgument(fmt::format("only a root tree holds consolidation state, not {}", describe({})));
   if (!storage || !schema) throw InvalidArgument("attach_consolidation needs a storage and a schema");
   storage_ = std::move(storage);
   schema_ = std::move(schema);
@@ -111,16 +112,17 @@ void TensorTree::attach_consolidation(StoragePtr storage, std::shared_ptr<const 
 void TensorTree::check_child_fits(const Path& path, const Shape& child_batch,
                                   const Shape& parent_batch) const {
   if (!starts_with(child_batch, parent_batch)) {
-    throw InvalidArgument("sub-tree " + describe(path) + " has batch_size " + shape_str(child_batch) +
-                          ", which does not start with its parent's batch_size " + shape_str(parent_batch));
+    throw InvalidArgument(fmt::format("sub-tree {} has batch_size {}, which does not start with its parent's "
+                                      "batch_size {}", describe(path), shape_str(child_batch),
+                                      shape_str(parent_batch)));
   }
 }
 
 void TensorTree::check_leaf_fits(const Path& path, const Tensor& leaf, const Shape& node_batch) const {
-  if (!leaf.defined()) throw InvalidArgument("leaf " + describe(path) + " is an undefined tensor");
+  if (!leaf.defined()) throw InvalidArgument(fmt::format("leaf {} is an undefined tensor", describe(path)));
   if (!starts_with(leaf.shape(), node_batch)) {
-    throw InvalidArgument("leaf " + describe(path) + " has shape " + shape_str(leaf.shape()) +
-                          ", which does not start with its node's batch_size " + shape_str(node_batch));
+    throw InvalidArgument(fmt::format("leaf {} has shape {}, which does not start with its node's batch_size {}",
+                                      describe(path), shape_str(leaf.shape()), shape_str(node_batch)));
   }
 }
 
@@ -155,24 +157,24 @@ void TensorTree::set(PathRef path_ref, TensorTree subtree) {
 void TensorTree::set_(PathRef path, const Tensor& src) const {
   const Tensor& leaf = get(path);
   if (!src.defined() || src.shape() != leaf.shape() || src.dtype() != leaf.dtype()) {
-    throw InvalidArgument("set_ " + describe(path) + " expects " + std::string(dtype_name(leaf.dtype())) +
-                          shape_str(leaf.shape()) + ", got " +
-                          (src.defined() ? std::string(dtype_name(src.dtype())) + shape_str(src.shape())
-                                         : "an undefined tensor"));
+    const std::string got =
+        src.defined() ? fmt::format("{}{}", src.dtype(), shape_str(src.shape())) : std::string("an undefined tensor");
+    throw InvalidArgument(
+        fmt::format("set_ {} expects {}{}, got {}", describe(path), leaf.dtype(), shape_str(leaf.shape()), got));
   }
   leaf.copy_(src);
 }
 
 const Tensor& TensorTree::get(PathRef path) const {
   const Entry& entry = entry_at(path);
-  if (entry.node) throw InvalidArgument(describe(path) + " is a sub-tree, not a leaf; use subtree()");
+  if (entry.node) throw InvalidArgument(fmt::format("{} is a sub-tree, not a leaf; use subtree()", describe(path)));
   return entry.leaf;
 }
 
 const TensorTree& TensorTree::subtree(PathRef path) const {
   if (path.path().empty()) return *this;
   const Entry& entry = entry_at(path);
-  if (!entry.node) throw InvalidArgument(describe(path) + " is a leaf, not a sub-tree; use get()");
+  if (!entry.node) throw InvalidArgument(fmt::format("{} is a leaf, not a sub-tree; use get()", describe(path)));
   return *entry.node;
 }
 
@@ -236,9 +238,9 @@ void TensorTree::set_batch_size(Shape batch_size) {
   for (const Entry& entry : entries_) {
     const Shape& shape = entry.node ? entry.node->batch_size_ : entry.leaf.shape();
     if (!starts_with(shape, batch_size)) {
-      throw InvalidArgument("set_batch_size(" + shape_str(batch_size) + ") of " + describe({}) + ": " +
-                            (entry.node ? "sub-tree " : "leaf ") + describe({entry.key}) + " has " +
-                            (entry.node ? "batch_size " : "shape ") + shape_str(shape));
+      throw InvalidArgument(fmt::format("set_batch_size({}) of {}: {}{} has {}{}", shape_str(batch_size), describe({}),
+                                        entry.node ? "sub-tree " : "leaf ", describe({entry.key}),
+                                        entry.node ? "batch_size " : "shape ", shape_str(shape)));
     }
   }
   batch_size_ = std::move(batch_size);

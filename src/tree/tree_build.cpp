@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree.hpp"
 
@@ -19,7 +20,7 @@ TensorTree TensorTree::from_map(Shape batch_size, const std::map<std::string, Te
 void TensorTree::build_from(const std::vector<TreeInit>& entries) {
   for (const TreeInit& entry : entries) {
     if (contains(Path{entry.key})) {
-      throw InvalidArgument("from_nested: key " + describe({entry.key}) + " appears twice");
+      throw InvalidArgument(fmt::format("from_nested: key {} appears twice", describe({entry.key})));
     }
     if (entry.is_node) {
       TensorTree node(batch_size_);

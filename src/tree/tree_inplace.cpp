@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree.hpp"
 
@@ -29,15 +30,13 @@ void TensorTree::update_(const TensorTree& other) const {
   std::vector<std::pair<Tensor, Tensor>> pairs;
   other.for_each_leaf([&](const Path& path, const Tensor& src) {
     if (!contains(path) || !is_leaf(path)) {
-      throw InvalidArgument("update_: key " + describe(path) + " of the source is " +
-                            (contains(path) ? "a sub-tree" : "missing") + " in this tree, whose keys are " +
-                            keys_hint());
+      throw InvalidArgument(fmt::format("update_: key {} of the source is {} in this tree, whose keys are {}",
+                                        describe(path), contains(path) ? "a sub-tree" : "missing", keys_hint()));
     }
     const Tensor& dst = get(path);
     if (dst.shape() != src.shape() || dst.dtype() != src.dtype()) {
-      throw InvalidArgument("update_: leaf " + describe(path) + " is " + std::string(dtype_name(dst.dtype())) +
-                            shape_str(dst.shape()) + " here but " + std::string(dtype_name(src.dtype())) +
-                            shape_str(src.shape()) + " in the source");
+      throw InvalidArgument(fmt::format("update_: leaf {} is {}{} here but {}{} in the source", describe(path),
+                                        dst.dtype(), shape_str(dst.shape()), src.dtype(), shape_str(src.shape())));
     }
     pairs.emplace_back(dst, src);
   });
@@ -50,11 +49,11 @@ void TensorTree::rename_key_(PathRef old_path, PathRef new_path, bool safe) {
   entry_at(from);  // InvalidArgument naming an absent key
   if (from == to) return;
   if (to.empty() || (to.size() > from.size() && std::equal(from.begin(), from.end(), to.begin()))) {
-    throw InvalidArgument("rename_key_: " + describe(from) + " cannot move to " + describe(to) +
-                          ", which lies inside it");
+    throw InvalidArgument(fmt::format("rename_key_: {} cannot move to {}, which lies inside it", describe(from),
+                                      describe(to)));
   }
   if (safe && contains(to)) {
-    throw InvalidArgument("rename_key_: " + describe(to) + " already exists (safe=true)");
+    throw InvalidArgument(fmt::format("rename_key_: {} already exists (safe=true)", describe(to)));
   }
   if (is_leaf(from)) {
     Tensor leaf = get(from);

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree.hpp"
 #include "tree/batch_dims.hpp"
@@ -32,9 +33,8 @@ Shape stacked_batch(std::span<const TensorTree* const> trees, const Path& path, 
   const Shape& first = trees[0]->batch_size();
   for (std::size_t i = 1; i < trees.size(); ++i) {
     if (trees[i]->batch_size() != first) {
-      throw InvalidArgument("stack: batch_size " + shape_str(trees[i]->batch_size()) + " of tree " +
-                            std::to_string(i) + " at " + quoted(path) + " differs from " + shape_str(first) +
-                            " of tree 0");
+      throw InvalidArgument(fmt::format("stack: batch_size {} of tree {} at {} differs from {} of tree 0",
+                                        shape_str(trees[i]->batch_size()), i, quoted(path), shape_str(first)));
     }
   }
   Shape out = first;
@@ -52,9 +52,8 @@ Shape concatenated_batch(std::span<const TensorTree* const> trees, const Path& p
       matches = static_cast<std::int64_t>(d) == dim || batch[d] == first[d];
     }
     if (!matches) {
-      throw InvalidArgument("cat: batch_size " + shape_str(batch) + " of tree " + std::to_string(i) + " at " +
-                            quoted(path) + " does not match " + shape_str(first) + " of tree 0 outside dim " +
-                            std::to_string(dim));
+      throw InvalidArgument(fmt::format("cat: batch_size {} of tree {} at {} does not match {} of tree 0 outside "
+                                        "dim {}", shape_str(batch), i, quoted(path), shape_str(first), dim));
     }
     out[static_cast<std::size_t>(dim)] += batch[static_cast<std::size_t>(dim)];
   }
@@ -65,8 +64,7 @@ Tensor join_leaves(std::span<const Tensor> leaves, const Path& path, std::int64_
   try {
     return new_dim ? Tensor::stack(leaves, dim) : Tensor::cat(leaves, dim);
   } catch (const InvalidArgument& error) {
-    throw InvalidArgument(std::string(new_dim ? "stack" : "cat") + " of leaf " + quoted(path) + ": " +
-                          error.what());
+    throw InvalidArgument(fmt::format("{} of leaf {}: {}", new_dim ? "stack" : "cat", quoted(path), error.what()));
   }
 }
 
@@ -78,22 +76,22 @@ void TensorTree::check_same_keys(std::span<const TensorTree* const> trees, const
   auto kind = [](const Entry& entry) { return entry.node ? "sub-tree" : "leaf"; };
   for (std::size_t i = 1; i < trees.size(); ++i) {
     const TensorTree& other = *trees[i];
-    const std::string tree_i = "tree " + std::to_string(i);
+    const std::string tree_i = fmt::format("tree {}", i);
     for (const Entry& entry : first.entries_) {
       const Entry* match = other.find(entry.key);
       if (!match) {
-        throw InvalidArgument(std::string(operation) + ": key " + quoted(child_path(path, entry.key)) +
-                              " of tree 0 is missing from " + tree_i);
+        throw InvalidArgument(fmt::format("{}: key {} of tree 0 is missing from {}", operation,
+                                          quoted(child_path(path, entry.key)), tree_i));
       }
       if (!match->node != !entry.node) {
-        throw InvalidArgument(std::string(operation) + ": " + quoted(child_path(path, entry.key)) + " is a " +
-                              kind(entry) + " in tree 0 but a " + kind(*match) + " in " + tree_i);
+        throw InvalidArgument(fmt::format("{}: {} is a {} in tree 0 but a {} in {}", operation,
+                                          quoted(child_path(path, entry.key)), kind(entry), kind(*match), tree_i));
       }
     }
     for (const Entry& entry : other.entries_) {
       if (!first.find(entry.key)) {
-        throw InvalidArgument(std::string(operation) + ": key " + quoted(child_path(path, entry.key)) +
-                              " of " + tree_i + " is missing from tree 0");
+        throw InvalidArgument(fmt::format("{}: key {} of {} is missing from tree 0", operation,
+                                          quoted(child_path(path, entry.key)), tree_i));
       }
     }
   }

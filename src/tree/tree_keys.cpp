@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree.hpp"
 #include "tree/path_text.hpp"
@@ -113,8 +114,8 @@ void TensorTree::flatten_into(TensorTree& out, Path& path, char sep,
       std::string key = path_str(path, sep);
       const auto [previous, inserted] = origins.emplace(key, path);
       if (!inserted) {
-        throw InvalidArgument("flatten_keys: the entries at " + listed(previous->second) + " and " +
-                              listed(path) + " both become key '" + key + "'");
+        throw InvalidArgument(fmt::format("flatten_keys: the entries at {} and {} both become key '{}'",
+                                          listed(previous->second), listed(path), key));
       }
       if (entry.node) {
         out.append(std::move(key), TensorTree(*entry.node));
@@ -134,8 +135,8 @@ TensorTree TensorTree::unflatten_keys(char sep) const {
     for (std::size_t length = 1; length <= path.size(); ++length) {
       const Path prefix(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(length));
       if (out.contains(prefix) && (length == path.size() || out.is_leaf(prefix))) {
-        throw InvalidArgument("unflatten_keys: key " + describe({entry.key}) + " collides with " +
-                              (length == path.size() ? "an earlier key at " : "the leaf ") + quoted(prefix));
+        throw InvalidArgument(fmt::format("unflatten_keys: key {} collides with {}{}", describe({entry.key}),
+                                          length == path.size() ? "an earlier key at " : "the leaf ", quoted(prefix)));
       }
     }
     if (entry.node) {

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree.hpp"
 #include "tree/batch_dims.hpp"
@@ -37,8 +38,8 @@ TensorTree TensorTree::where(const Tensor& cond, const TensorTree& other) const 
   Path path = location();
   return paired(other, path, "where", [&cond](const Path& at, const Tensor& mine, const Tensor& theirs) {
     if (mine.shape() != theirs.shape()) {
-      throw InvalidArgument("where: leaf '" + path_str(at) + "' has shape " + shape_str(mine.shape()) +
-                            " here and " + shape_str(theirs.shape()) + " in the other tree");
+      throw InvalidArgument(fmt::format("where: leaf '{}' has shape {} here and {} in the other tree", path_str(at),
+                                        shape_str(mine.shape()), shape_str(theirs.shape())));
     }
     return Tensor::where(detail::mask_for_leaf(cond, mine.dim()), mine, theirs);
   });

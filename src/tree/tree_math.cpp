@@ -4,18 +4,19 @@
 #include <string>
 #include <utility>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree.hpp"
 #include "tree/batch_dims.hpp"
+#include "tree/path_text.hpp"
 
 namespace tensortree {
 
 TensorTree TensorTree::paired(const TensorTree& other, Path& path, const char* operation,
                               const PairPathFn& fn) const {
   if (other.batch_size_ != batch_size_) {
-    throw InvalidArgument(std::string(operation) + ": batch_size " + shape_str(other.batch_size_) +
-                          " of the other tree at " + (path.empty() ? "the root" : "'" + path_str(path) + "'") +
-                          " differs from " + shape_str(batch_size_));
+    throw InvalidArgument(fmt::format("{}: batch_size {} of the other tree at {} differs from {}", operation,
+                                      shape_str(other.batch_size_), detail::quoted(path), shape_str(batch_size_)));
   }
   const TensorTree* const both[2] = {this, &other};
   check_same_keys(std::span<const TensorTree* const>(both, 2), path, operation);
@@ -28,9 +29,10 @@ TensorTree TensorTree::paired(const TensorTree& other, Path& path, const char* o
     } else {
       Tensor result = fn(path, entry.leaf, match->leaf);
       if (!result.defined() || !starts_with(result.shape(), batch_size_)) {
-        throw InvalidArgument(std::string(operation) + ": the result for leaf '" + path_str(path) + "' has shape " +
-                              (result.defined() ? shape_str(result.shape()) : std::string("(undefined)")) +
-                              ", which does not start with batch_size " + shape_str(batch_size_));
+        throw InvalidArgument(fmt::format("{}: the result for leaf '{}' has shape {}, which does not start with "
+                                          "batch_size {}", operation, path_str(path),
+                                          result.defined() ? shape_str(result.shape()) : std::string("(undefined)"),
+                                          shape_str(batch_size_)));
       }
       out.append(entry.key, std::move(result));
     }

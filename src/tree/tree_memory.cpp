@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/schema.hpp"
 #include "tensortree/tree.hpp"
@@ -45,8 +46,8 @@ TensorTree TensorTree::pin_memory() const {
   return transformed(
       [](const Path& path, const Tensor& leaf) {
         if (!leaf.device().is_cpu()) {
-          throw InvalidArgument("pin_memory: leaf '" + path_str(path) + "' is on " + leaf.device().str() +
-                                "; only CPU leaves can be pinned");
+          throw InvalidArgument(fmt::format("pin_memory: leaf '{}' is on {}; only CPU leaves can be pinned",
+                                            path_str(path), leaf.device()));
         }
         if (leaf.storage()->is_pinned()) return leaf;
         Tensor pinned = Tensor::empty(leaf.shape(), {leaf.dtype(), Device::cpu(), true});
@@ -78,8 +79,8 @@ TensorTree& TensorTree::share_memory_() {
   if (is_shared()) return *this;
   for_each_leaf([](const Path& path, const Tensor& leaf) {
     if (!leaf.device().is_cpu()) {
-      throw NotSupported("share_memory_: leaf '" + path_str(path) + "' is on " + leaf.device().str() +
-                         "; memfd sharing is for host memory");
+      throw NotSupported(fmt::format("share_memory_: leaf '{}' is on {}; memfd sharing is for host memory",
+                                     path_str(path), leaf.device()));
     }
   });
   // Packed once to learn the layout, then moved into shared memory of exactly that size.

@@ -1,8 +1,10 @@
 // TensorTree's nodes by path: locating a node in its tree, looking entries up (with a key index for
 // wide nodes), and the insert paths that set() builds on.
+#include <iterator>
 #include <string>
 #include <utility>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree.hpp"
 #include "tree/path_text.hpp"
@@ -44,23 +46,19 @@ Path TensorTree::location() const {
 std::string TensorTree::describe(const Path& relative) const {
   Path full = location();
   full.insert(full.end(), relative.begin(), relative.end());
-  if (full.empty()) return "the root";
-  // Appended rather than "'" + string: g++ 12 warns falsely on that form (-Wrestrict, PR105651).
-  std::string text = "'";
-  text += path_str(full);
-  text += '\'';
-  return text;
+  return detail::quoted(full);
 }
 
 std::string TensorTree::keys_hint() const {
   constexpr std::size_t kShown = 8;
-  std::string hint = "[";
+  fmt::memory_buffer hint;
+  fmt::format_to(std::back_inserter(hint), "[");
   for (std::size_t i = 0; i < entries_.size() && i < kShown; ++i) {
-    if (i) hint += ", ";
-    hint += "'" + entries_[i].key + "'";
+    fmt::format_to(std::back_inserter(hint), "{}'{}'", i ? ", " : "", entries_[i].key);
   }
-  if (entries_.size() > kShown) hint += ", ... " + std::to_string(entries_.size() - kShown) + " more";
-  return hint + "]";
+  if (entries_.size() > kShown) fmt::format_to(std::back_inserter(hint), ", ... {} more", entries_.size() - kShown);
+  fmt::format_to(std::back_inserter(hint), "]");
+  return fmt::to_string(hint);
 }
 
 std::optional<std::size_t> TensorTree::position_of(const std::string& key) const {
@@ -100,13 +98,13 @@ const TensorTree::Entry& TensorTree::entry_at(const Path& path) const {
   for (std::size_t i = 0;; ++i) {
     const Entry* entry = node->find(path[i]);
     if (!entry) {
-      throw InvalidArgument("no key " + describe(prefix_of(path, i + 1)) + " in the tree; " +
-                            node->describe({}) + " has keys " + node->keys_hint());
+      throw InvalidArgument(fmt::format("no key {} in the tree; {} has keys {}", describe(prefix_of(path, i + 1)),
+                                        node->describe({}), node->keys_hint()));
     }
     if (i + 1 == path.size()) return *entry;
     if (!entry->node) {
-      throw InvalidArgument("no key " + describe(path) + " in the tree: " + describe(prefix_of(path, i + 1)) +
-                            " is a leaf, not a sub-tree");
+      throw InvalidArgument(fmt::format("no key {} in the tree: {} is a leaf, not a sub-tree", describe(path),
+                                        describe(prefix_of(path, i + 1))));
     }
     node = entry->node.get();
   }
@@ -119,8 +117,8 @@ const TensorTree& TensorTree::deepest_node_on(const Path& path) const {
     const Entry* entry = node->find(path[i]);
     if (!entry) return *node;
     if (!entry->node) {
-      throw InvalidArgument("cannot set " + describe(path) + ": " + describe(prefix_of(path, i + 1)) +
-                            " is a leaf, not a sub-tree");
+      throw InvalidArgument(fmt::format("cannot set {}: {} is a leaf, not a sub-tree", describe(path),
+                                        describe(prefix_of(path, i + 1))));
     }
     node = entry->node.get();
   }

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree.hpp"
 #include "tree/batch_dims.hpp"
@@ -30,18 +31,18 @@ void check_row_index(const Tensor& rows, const Shape& batch_size) {
   if (batch_size.empty()) throw InvalidArgument("index by rows of a tree with batch_size []");
   if (!rows.defined() || rows.dim() != 1 || !rows.device().is_cpu() ||
       (rows.dtype() != DType::Int64 && rows.dtype() != DType::Int32)) {
-    throw InvalidArgument("index by rows needs a 1-D int64 or int32 CPU tensor, got " +
-                          (rows.defined() ? std::string(dtype_name(rows.dtype())) + shape_str(rows.shape()) +
-                                                " on " + rows.device().str()
-                                          : std::string("an undefined tensor")));
+    const std::string got = rows.defined()
+                                ? fmt::format("{}{} on {}", rows.dtype(), shape_str(rows.shape()), rows.device())
+                                : std::string("an undefined tensor");
+    throw InvalidArgument(fmt::format("index by rows needs a 1-D int64 or int32 CPU tensor, got {}", got));
   }
   const std::int64_t n = batch_size[0];
   for (std::int64_t i = 0; i < rows.numel(); ++i) {
     const std::int64_t row =
         rows.dtype() == DType::Int64 ? rows.at<std::int64_t>({i}) : rows.at<std::int32_t>({i});
     if (row < -n || row >= n) {
-      throw InvalidArgument("index by rows: rows[" + std::to_string(i) + "] = " + std::to_string(row) +
-                            " is out of range for batch_size " + shape_str(batch_size));
+      throw InvalidArgument(fmt::format("index by rows: rows[{}] = {} is out of range for batch_size {}", i, row,
+                                        shape_str(batch_size)));
     }
   }
 }
@@ -70,9 +71,9 @@ TensorTree TensorTree::transformed(Path& path, const PathLeafFn& leaf_fn, const 
     } else {
       Tensor result = leaf_fn(path, entry.leaf);
       if (!result.defined() || !starts_with(result.shape(), out.batch_size_)) {
-        throw InvalidArgument("the result for leaf " + quoted(path) + " has shape " +
-                              (result.defined() ? shape_str(result.shape()) : std::string("(undefined)")) +
-                              ", which does not start with batch_size " + shape_str(out.batch_size_));
+        throw InvalidArgument(fmt::format(
+            "the result for leaf {} has shape {}, which does not start with batch_size {}", quoted(path),
+            result.defined() ? shape_str(result.shape()) : std::string("(undefined)"), shape_str(out.batch_size_)));
       }
       out.append(entry.key, std::move(result));
     }
@@ -83,12 +84,11 @@ TensorTree TensorTree::transformed(Path& path, const PathLeafFn& leaf_fn, const 
 
 TensorTree TensorTree::index(std::int64_t i) const {
   if (batch_size_.empty())
-    throw InvalidArgument("index(" + std::to_string(i) + ") of a tree with batch_size []");
+    throw InvalidArgument(fmt::format("index({}) of a tree with batch_size []", i));
   const std::int64_t n = batch_size_[0];
   const std::int64_t row = i < 0 ? i + n : i;
   if (row < 0 || row >= n) {
-    throw InvalidArgument("index " + std::to_string(i) + " is out of range for batch_size " +
-                          shape_str(batch_size_));
+    throw InvalidArgument(fmt::format("index {} is out of range for batch_size {}", i, shape_str(batch_size_)));
   }
   return transformed([row](const Path&, const Tensor& leaf) { return leaf.select(0, row); },
                      [](const Shape& batch) { return Shape(batch.begin() + 1, batch.end()); });
@@ -99,7 +99,7 @@ TensorTree TensorTree::slice(std::int64_t dim, const Slice& range) const {
   const std::int64_t stop = range.stop.value_or(std::numeric_limits<std::int64_t>::max());  // none: to the end
   const std::int64_t step = range.step;
   const std::int64_t d = wrapped_dim("slice", dim, batch_dims(), batch_size_);
-  if (step <= 0) throw InvalidArgument("slice step must be positive, got " + std::to_string(step));
+  if (step <= 0) throw InvalidArgument(fmt::format("slice step must be positive, got {}", step));
   const std::int64_t length = sliced_length(batch_size_[static_cast<std::size_t>(d)], start, stop, step);
   return transformed([=](const Path&, const Tensor& leaf) { return leaf.slice(d, range); },
                      [=](const Shape& batch) {
@@ -130,11 +130,10 @@ void TensorTree::apply_(const LeafFn& fn) const {
   for_each_leaf([&](const Path& path, const Tensor& leaf) {
     const Tensor result = fn(leaf);
     if (!result.defined() || result.shape() != leaf.shape() || result.dtype() != leaf.dtype()) {
-      throw InvalidArgument("apply_: the result for leaf " + describe(path) + " is " +
-                            (result.defined()
-                                 ? std::string(dtype_name(result.dtype())) + shape_str(result.shape())
-                                 : std::string("undefined")) +
-                            ", expected " + std::string(dtype_name(leaf.dtype())) + shape_str(leaf.shape()));
+      const std::string got =
+          result.defined() ? fmt::format("{}{}", result.dtype(), shape_str(result.shape())) : std::string("undefined");
+      throw InvalidArgument(fmt::format("apply_: the result for leaf {} is {}, expected {}{}", describe(path), got,
+                                        leaf.dtype(), shape_str(leaf.shape())));
     }
     leaf.copy_(result);
   });

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree.hpp"
 #include "tree/batch_dims.hpp"
@@ -19,7 +20,7 @@ Tensor on_leaf(const char* operation, const Path& path, Fn&& fn) {
   try {
     return fn();
   } catch (const InvalidArgument& error) {
-    throw InvalidArgument(std::string(operation) + " of leaf '" + path_str(path) + "': " + error.what());
+    throw InvalidArgument(fmt::format("{} of leaf '{}': {}", operation, path_str(path), error.what()));
   }
 }
 
@@ -46,16 +47,13 @@ std::vector<TensorTree> TensorTree::split(const std::vector<std::int64_t>& sizes
   const std::int64_t total = batch_size_[static_cast<std::size_t>(d)];
   std::int64_t sum = 0;
   for (const std::int64_t size : sizes) {
-    if (size < 0) throw InvalidArgument("split: negative size " + std::to_string(size));
+    if (size < 0) throw InvalidArgument(fmt::format("split: negative size {}", size));
     sum += size;
     if (sum > total) break;
   }
   if (sum != total) {
-    std::string listed;
-    for (const std::int64_t size : sizes) listed += (listed.empty() ? "" : ", ") + std::to_string(size);
-    throw InvalidArgument("split: sizes [" + listed + "] do not sum to " + std::to_string(total) +
-                          ", the size of batch dimension " + std::to_string(dim) + " of batch_size " +
-                          shape_str(batch_size_));
+    throw InvalidArgument(fmt::format("split: sizes [{}] do not sum to {}, the size of batch dimension {} of "
+                                      "batch_size {}", fmt::join(sizes, ", "), total, dim, shape_str(batch_size_)));
   }
   std::vector<TensorTree> out;
   out.reserve(sizes.size());
@@ -79,7 +77,7 @@ std::vector<TensorTree> TensorTree::split(std::int64_t size, std::int64_t dim) c
 
 std::vector<TensorTree> TensorTree::chunk(std::int64_t n, std::int64_t dim) const {
   const std::int64_t d = detail::wrap_batch_dim("chunk", dim, batch_dims(), batch_size_);
-  if (n <= 0) throw InvalidArgument("chunk: the number of chunks must be positive, got " + std::to_string(n));
+  if (n <= 0) throw InvalidArgument(fmt::format("chunk: the number of chunks must be positive, got {}", n));
   const std::int64_t total = batch_size_[static_cast<std::size_t>(d)];
   const std::int64_t size = total == 0 ? 1 : (total + n - 1) / n;
   return split(detail::split_lengths("chunk", total, size), d);
@@ -154,8 +152,8 @@ TensorTree TensorTree::permute(std::initializer_list<std::int64_t> dims) const {
 TensorTree TensorTree::expand(Shape batch_size) const {
   const std::size_t old_len = batch_size_.size();
   const auto fail = [&] {
-    return InvalidArgument("expand: batch_size " + shape_str(batch_size_) + " cannot expand to " +
-                           shape_str(batch_size));
+    return InvalidArgument(fmt::format("expand: batch_size {} cannot expand to {}", shape_str(batch_size_),
+                                       shape_str(batch_size)));
   };
   if (batch_size.size() < old_len) throw fail();
   const std::size_t lead = batch_size.size() - old_len;

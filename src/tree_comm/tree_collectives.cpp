@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/checked_math.hpp"
+#include "core/text_format.hpp"
 #include "tree/consolidation_access.hpp"
 #include "comm/collective_check.hpp"
 #include "comm/dist_internal.hpp"
@@ -35,7 +36,7 @@ using detail::WireHeader;
 // The payload starts at the schema's end rounded up, so every leaf keeps its alignment.
 std::size_t padded(std::size_t bytes) {
   const std::optional<std::uint64_t> rounded = detail::checked_align_up(bytes, Schema::kAlignment);
-  if (!rounded) throw InvalidArgument("a schema of " + std::to_string(bytes) + " bytes cannot be aligned");
+  if (!rounded) throw InvalidArgument(fmt::format("a schema of {} bytes cannot be aligned", bytes));
   return static_cast<std::size_t>(*rounded);
 }
 
@@ -76,11 +77,9 @@ void deliver(TensorTree& tree, const Receiver& mine, const StoragePtr& payload, 
     return;
   }
   if (mine.schema->fingerprint() != schema->fingerprint()) {
-    std::string message(op);
-    message += ": this rank's tree has layout fingerprint " + std::to_string(mine.schema->fingerprint());
-    message += " but the root (rank " + std::to_string(root) + ") sent layout fingerprint " +
-               std::to_string(schema->fingerprint()) + "; the tree is unchanged";
-    throw SchemaMismatch(message);
+    throw SchemaMismatch(fmt::format("{}: this rank's tree has layout fingerprint {} but the root (rank {}) sent "
+                                     "layout fingerprint {}; the tree is unchanged", op, mine.schema->fingerprint(),
+                                     root, schema->fingerprint()));
   }
   detail::take_payload(tree, *mine.schema, payload, 0);
 }
@@ -104,9 +103,8 @@ Announcement announce(const Announcement& mine, int root, const Group& group) {
   const auto device = static_cast<std::uint64_t>(got[kDevice]);
   if (got[kOk] != 0 && got[kOk] != 1) throw CorruptData("broadcast: the root's announcement is malformed");
   if (device > static_cast<std::uint64_t>(DeviceType::CUDA) || got[kPayload] < 0 || got[kSchemaBytes] < 0) {
-    throw CorruptData("broadcast: the root's announcement names device kind " + std::to_string(got[kDevice]) +
-                      ", " + std::to_string(got[kPayload]) + " payload bytes and " +
-                      std::to_string(got[kSchemaBytes]) + " schema bytes");
+    throw CorruptData(fmt::format("broadcast: the root's announcement names device kind {}, {} payload bytes and {} "
+                                  "schema bytes", got[kDevice], got[kPayload], got[kSchemaBytes]));
   }
   return {got[kOk] == 1, static_cast<DeviceType>(device),
           {static_cast<std::uint64_t>(got[kFingerprint]), static_cast<std::uint64_t>(got[kPayload]),
@@ -152,8 +150,8 @@ WorkPtr broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
   const Receiver mine = receiver_of(tree, "broadcast");
   const Announcement sent = announce({}, root, group);
   if (!sent.ok) {
-    throw InvalidArgument("broadcast: the root (rank " + std::to_string(root) +
-                          ") could not send its tree and reported why there; nothing was sent");
+    throw InvalidArgument(fmt::format("broadcast: the root (rank {}) could not send its tree and reported why there; "
+                                      "nothing was sent", root));
   }
   const Device device = dist::detail::device_of_kind(sent.device);
   const std::uint64_t total = sent.header.payload_bytes;
@@ -163,9 +161,9 @@ WorkPtr broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
   // schema within the limit); any other rank, the group's limit for the whole message.
   const bool expected = !mine.empty && !mine.problem && mine.schema->fingerprint() == sent.header.fingerprint;
   if (expected && total != mine.schema->total_bytes()) {
-    throw CorruptData("broadcast: the root (rank " + std::to_string(root) + ") announced " + std::to_string(total) +
-                      " payload bytes for layout fingerprint " + std::to_string(sent.header.fingerprint) +
-                      ", which has " + std::to_string(mine.schema->total_bytes()) + " on this rank");
+    throw CorruptData(fmt::format("broadcast: the root (rank {}) announced {} payload bytes for layout fingerprint "
+                                  "{}, which has {} on this rank", root, total, sent.header.fingerprint,
+                                  mine.schema->total_bytes()));
   }
   // The announcement already vouched for the layout: a consolidated tree of it takes the bytes in place.
   const bool direct = expected && sent.header.schema_bytes == 0 && tree.is_consolidated() &&
@@ -198,17 +196,17 @@ void receive_broadcast(TensorTree& tree, const Receiver& mine, const Announcemen
   if (sent.header.schema_bytes > 0) {
     schema = decode_schema_at(buffer->data() + total, device, sent.header.schema_bytes);
     if (schema->fingerprint() != sent.header.fingerprint || schema->total_bytes() != total) {
-      throw CorruptData("broadcast: the schema the root (rank " + std::to_string(root) +
-                        ") sent does not describe the payload it announced");
+      throw CorruptData(fmt::format("broadcast: the schema the root (rank {}) sent does not describe the payload it "
+                                    "announced", root));
     }
     registry.remember(schema);
   } else {
     schema = registry.find(sent.header.fingerprint);
     if (!schema && mine.schema && mine.schema->fingerprint() == sent.header.fingerprint) schema = mine.schema;
     if (!schema && mine.empty) {
-      throw InvalidArgument("broadcast: the root (rank " + std::to_string(root) + ") sent layout fingerprint " +
-                            std::to_string(sent.header.fingerprint) +
-                            " without its schema, and this rank has not seen that layout on this group");
+      throw InvalidArgument(fmt::format("broadcast: the root (rank {}) sent layout fingerprint {} without its schema, "
+                                        "and this rank has not seen that layout on this group", root,
+                                        sent.header.fingerprint));
     }
     // A tree of another layout: deliver() names both.
     if (!schema) schema = mine.schema;
@@ -246,9 +244,7 @@ ArrivedTree tree_in_block(const Tensor& block, int sender, const char* op) {
   const Device device = block.device();
   const auto* first = static_cast<const std::byte*>(block.data_ptr());
   const auto corrupt = [&](const std::string& problem) {
-    std::string message = op;
-    message += ": the block from rank " + std::to_string(sender) + " " + problem;
-    throw CorruptData(message);
+    throw CorruptData(fmt::format("{}: the block from rank {} {}", op, sender, problem));
   };
   if (block.nbytes() < kWireHeaderBytes) corrupt("is shorter than a wire header");
   const WireHeader header = detail::read_wire_header(first, device, sender, op);
@@ -256,9 +252,8 @@ ArrivedTree tree_in_block(const Tensor& block, int sender, const char* op) {
   // Checked: a payload size near 2^64 must not wrap the sum into the block's length.
   if (header.schema_bytes > room ||
       detail::peer_claim_sum(sender, {padded(header.schema_bytes), header.payload_bytes}, op) != room) {
-    corrupt("has " + std::to_string(block.nbytes()) + " bytes, not the header's " +
-            std::to_string(header.schema_bytes) + " schema bytes and " + std::to_string(header.payload_bytes) +
-            " payload bytes");
+    corrupt(fmt::format("has {} bytes, not the header's {} schema bytes and {} payload bytes", block.nbytes(),
+                        header.schema_bytes, header.payload_bytes));
   }
   auto schema = decode_schema_at(first + kWireHeaderBytes, device, header.schema_bytes);
   if (schema->fingerprint() != header.fingerprint || schema->total_bytes() != header.payload_bytes) {
@@ -351,8 +346,8 @@ WorkPtr TensorTree::scatter_async(int src, std::span<const TensorTree> trees, co
   if (group.rank() == src) {
     try {
       if (trees.size() != n) {
-        throw InvalidArgument("scatter: the root passed " + std::to_string(trees.size()) + " trees for a group of " +
-                              std::to_string(n) + " ranks");
+        throw InvalidArgument(fmt::format("scatter: the root passed {} trees for a group of {} ranks", trees.size(),
+                                          n));
       }
       const Device device = detail::device_of(trees[0], op);
       for (const TensorTree& tree : trees) blocks.push_back(block_of(tree, device));
@@ -364,8 +359,8 @@ WorkPtr TensorTree::scatter_async(int src, std::span<const TensorTree> trees, co
   const Announcement sent = announce(verdict, src, group);
   if (failure) std::rethrow_exception(failure);
   if (!sent.ok) {
-    throw InvalidArgument("scatter: the root (rank " + std::to_string(src) +
-                          ") passed invalid trees and reported why there; nothing was scattered");
+    throw InvalidArgument(fmt::format("scatter: the root (rank {}) passed invalid trees and reported why there; "
+                                      "nothing was scattered", src));
   }
   if (group.rank() != src) {
     const Tensor nothing = Tensor::empty({0}, {DType::UInt8, dist::detail::device_of_kind(sent.device)});

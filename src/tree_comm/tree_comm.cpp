@@ -8,6 +8,7 @@
 
 #include "comm/dist_internal.hpp"
 #include "comm/peer_claims.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/schema.hpp"
 #include "tensortree/transfer.hpp"
@@ -52,7 +53,7 @@ WorkPtr post_per_leaf(const TensorTree& tree, Device device, P2POp::Kind kind, i
 }
 
 std::string layout_text(std::uint64_t fingerprint, std::uint64_t bytes) {
-  return "fingerprint " + std::to_string(fingerprint) + ", " + std::to_string(bytes) + " bytes";
+  return fmt::format("fingerprint {}, {} bytes", fingerprint, bytes);
 }
 
 // A consolidated receive: complete once the message has arrived, its wire header matched the
@@ -73,10 +74,10 @@ WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema
     try {
       std::rethrow_exception(error);
     } catch (const InvalidArgument& wrong_length) {
-      throw SchemaMismatch("recv: the message from " + detail::rank_name(src) +
-                           " does not have the length of this tree's layout (" +
-                           layout_text(schema->fingerprint(), total) + " + a " + std::to_string(kWireHeaderBytes) +
-                           "-byte header): " + wrong_length.what());
+      throw SchemaMismatch(fmt::format("recv: the message from {} does not have the length of this tree's layout ({} "
+                                       "+ a {}-byte header): {}", detail::rank_name(src),
+                                       layout_text(schema->fingerprint(), total), kWireHeaderBytes,
+                                       wrong_length.what()));
     } catch (...) {
     }
   };
@@ -86,9 +87,10 @@ WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema
     const int sender = src == kAnySource ? received->source_rank() : src;
     const WireHeader header = detail::read_wire_header(buffer->data() + total, buffer->device(), sender, "recv");
     if (header.fingerprint != schema->fingerprint() || header.payload_bytes != total || header.schema_bytes != 0) {
-      throw SchemaMismatch("recv: this tree's layout (" + layout_text(schema->fingerprint(), total) +
-                           ") differs from the layout " + detail::rank_name(sender) + " sent (" +
-                           layout_text(header.fingerprint, header.payload_bytes) + "); the tree is unchanged");
+      throw SchemaMismatch(fmt::format("recv: this tree's layout ({}) differs from the layout {} sent ({}); the tree "
+                                       "is unchanged", layout_text(schema->fingerprint(), total),
+                                       detail::rank_name(sender),
+                                       layout_text(header.fingerprint, header.payload_bytes)));
     }
     deliver(buffer);
   };

@@ -4,6 +4,7 @@
 
 #include "comm/group_state.hpp"
 #include "core/storage_access.hpp"
+#include "core/text_format.hpp"
 #include "tree/consolidation_access.hpp"
 #include "tree/layout_plan.hpp"
 #include "tree_comm/tree_comm_internal.hpp"
@@ -18,9 +19,8 @@ Device device_of(const TensorTree& tree, std::string_view op) {
   bool has_leaves = false;
   tree.for_each_leaf([&](const Path&, const Tensor&) { has_leaves = true; });
   if (has_leaves) {
-    std::string message(op);
-    message += ": the tree's leaves are on more than one device; move them to one with to()";
-    throw NotSupported(message);
+    throw NotSupported(
+        fmt::format("{}: the tree's leaves are on more than one device; move them to one with to()", op));
   }
   return Device::cpu();
 }

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "tree/consolidation_access.hpp"
 #include "comm/agreement.hpp"
 #include "comm/collective_check.hpp"
@@ -26,7 +27,7 @@ namespace {
 void check_same_layout(std::uint64_t fingerprint, const Group& group, std::string_view op) {
   const std::optional<std::string> differs = detail::disagreement(group, fingerprint, "tree layouts");
   if (!differs) return;
-  throw SchemaMismatch(std::string(op) + ": " + *differs + "; every rank needs a tree of one layout");
+  throw SchemaMismatch(fmt::format("{}: {}; every rank needs a tree of one layout", op, *differs));
 }
 
 // Reduces the tree in place, one call per dtype bucket; into `dst` only when it is set. The layout

@@ -12,6 +12,7 @@
 
 #include "comm/group_state.hpp"
 #include "core/cuda_api.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/transfer.hpp"
 
@@ -90,17 +91,11 @@ WireHeader read_wire_header(const std::byte* at, Device device, int sender, cons
   WireRecord record;
   copy_bytes(reinterpret_cast<std::byte*>(&record), Device::cpu(), at, device, sizeof record);
   const auto corrupt = [&](const std::string& problem) {
-    std::string message = what;
-    message += ": the message from ";
-    message += rank_name(sender);
-    message += " has ";
-    message += problem;
-    throw CorruptData(message);
+    throw CorruptData(fmt::format("{}: the message from {} has {}", what, rank_name(sender), problem));
   };
   if (record.magic.value() != kWireMagic) corrupt("no wire header (wrong magic)");
   if (record.version.value() != kWireVersion) {
-    corrupt("wire format version " + std::to_string(record.version.value()) + "; this library reads " +
-            std::to_string(kWireVersion));
+    corrupt(fmt::format("wire format version {}; this library reads {}", record.version.value(), kWireVersion));
   }
   if (record.checksum.value() != XXH3_64bits(&record, kChecked)) corrupt("a wire header that fails its checksum");
   if (std::any_of(record.reserved.begin(), record.reserved.end(), [](std::byte b) { return b != std::byte{0}; })) {
@@ -109,7 +104,7 @@ WireHeader read_wire_header(const std::byte* at, Device device, int sender, cons
   return {record.fingerprint.value(), record.payload_bytes.value(), record.schema_bytes.value()};
 }
 
-std::string rank_name(int rank) { return rank >= 0 ? "rank " + std::to_string(rank) : "an unknown rank"; }
+std::string rank_name(int rank) { return rank >= 0 ? fmt::format("rank {}", rank) : "an unknown rank"; }
 
 StoragePtr spare_buffer(const Group& group, std::size_t nbytes, Device device) {
   return GroupAccess::require(group).attachment<BufferPool<ForArrivals>>().take(
@@ -140,8 +135,8 @@ void copy_bytes(std::byte* dst, Device dst_device, const std::byte* src, Device 
 
 StoragePtr sub_storage(const StoragePtr& parent, std::size_t offset, std::size_t nbytes) {
   if (offset + nbytes > parent->nbytes()) {
-    throw InvalidArgument("sub_storage: bytes [" + std::to_string(offset) + ", " + std::to_string(offset + nbytes) +
-                          ") lie outside a buffer of " + std::to_string(parent->nbytes()) + " bytes");
+    throw InvalidArgument(fmt::format("sub_storage: bytes [{}, {}) lie outside a buffer of {} bytes", offset,
+                                      offset + nbytes, parent->nbytes()));
   }
   return Storage::adopt(parent->data() + offset, nbytes, parent->device(), [keep = parent](void*) {});
 }

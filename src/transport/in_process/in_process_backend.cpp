@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "transport/in_process/in_process_bootstrap.hpp"
 #include "tensortree/error.hpp"
 
@@ -28,16 +29,15 @@ class EndpointLink final : public PairLink {
 };
 
 void check_op(const P2POp& op, int rank, int size, const char* operation) {
-  const auto where = [&] { return std::string("in-process ") + operation + " on rank " + std::to_string(rank); };
+  const auto where = [&] { return fmt::format("in-process {} on rank {}", operation, rank); };
   const bool any_source = op.kind == P2POp::Kind::Recv && op.peer == kAnySource;
   if (!any_source && (op.peer < 0 || op.peer >= size)) {
-    throw InvalidArgument(where() + ": peer " + std::to_string(op.peer) + " is not a rank of a group of " +
-                          std::to_string(size));
+    throw InvalidArgument(fmt::format("{}: peer {} is not a rank of a group of {}", where(), op.peer, size));
   }
-  if (op.tag < 0) throw InvalidArgument(where() + ": tag " + std::to_string(op.tag) + " is negative");
+  if (op.tag < 0) throw InvalidArgument(fmt::format("{}: tag {} is negative", where(), op.tag));
   if (!op.tensor.defined() || !op.tensor.device().is_cpu() || !op.tensor.is_contiguous()) {
-    throw InvalidArgument(where() + " with rank " + std::to_string(op.peer) +
-                          ": the in-process transport moves contiguous host tensors only");
+    throw InvalidArgument(fmt::format("{} with rank {}: the in-process transport moves contiguous host tensors only",
+                                      where(), op.peer));
   }
 }
 
@@ -55,7 +55,7 @@ InProcessWait InProcessEndpoint::wait_for(const char* operation, int peer) const
 }
 
 WorkPtr InProcessEndpoint::post(std::span<const P2POp> ops, Channel channel, const char* operation) const {
-  aborted->throw_if_raised([&] { return "the in-process transport of rank " + std::to_string(rank); });
+  aborted->throw_if_raised([&] { return fmt::format("the in-process transport of rank {}", rank); });
   for (const P2POp& op : ops) check_op(op, rank, store->size(), operation);
   std::vector<std::shared_ptr<PostedReceive>> receives;
   for (const P2POp& op : ops) {
@@ -130,7 +130,7 @@ ReceivedMessage InProcessBackend::recv_message(int src, int tag) {
 }
 
 WorkPtr InProcessBackend::recv_matched(int src, int tag, ChooseDestination choose) {
-  endpoint_.aborted->throw_if_raised([&] { return "the in-process transport of rank " + std::to_string(rank()); });
+  endpoint_.aborted->throw_if_raised([&] { return fmt::format("the in-process transport of rank {}", rank()); });
   const P2POp probe{P2POp::Kind::Recv, Tensor::empty({0}, {DType::UInt8}), src, tag};
   check_op(probe, rank(), size(), "recv_matched");
   return std::make_shared<MatchedWork>(endpoint_.wait_for("recv_matched", src), MessageKey{Channel::PointToPoint, src, tag},

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -22,8 +23,8 @@ struct SplitEntry {
 InProcessBootstrap::InProcessBootstrap(std::shared_ptr<InProcessStore> store, int rank)
     : store_(std::move(store)), rank_(rank) {
   if (!store_ || rank_ < 0 || rank_ >= store_->size()) {
-    throw InvalidArgument("in-process bootstrap: rank " + std::to_string(rank_) + " outside a group of " +
-                          std::to_string(store_ ? store_->size() : 0));
+    throw InvalidArgument(fmt::format("in-process bootstrap: rank {} outside a group of {}", rank_,
+                                      store_ ? store_->size() : 0));
   }
 }
 
@@ -37,9 +38,9 @@ std::vector<std::byte> InProcessBootstrap::all_gather(std::span<const std::byte>
   std::vector<std::byte> all;
   for (std::size_t r = 0; r < deposits.size(); ++r) {
     if (deposits[r].size() != mine.size()) {
-      throw InvalidArgument("in-process bootstrap all_gather: rank " + std::to_string(r) + " gave " +
-                            std::to_string(deposits[r].size()) + " bytes, rank " + std::to_string(rank_) + " " +
-                            std::to_string(mine.size()) + " (every member must give the same length)");
+      throw InvalidArgument(fmt::format("in-process bootstrap all_gather: rank {} gave {} bytes, rank {} {} (every "
+                                        "member must give the same length)", r, deposits[r].size(), rank_,
+                                        mine.size()));
     }
     all.insert(all.end(), deposits[r].begin(), deposits[r].end());
   }
@@ -48,15 +49,13 @@ std::vector<std::byte> InProcessBootstrap::all_gather(std::span<const std::byte>
 
 void InProcessBootstrap::broadcast(std::span<std::byte> bytes, int root) {
   if (root < 0 || root >= size()) {
-    throw InvalidArgument("in-process bootstrap broadcast: root " + std::to_string(root) + " outside a group of " +
-                          std::to_string(size()));
+    throw InvalidArgument(fmt::format("in-process bootstrap broadcast: root {} outside a group of {}", root, size()));
   }
   const std::span<const std::byte> mine = rank_ == root ? std::span<const std::byte>(bytes) : std::span<const std::byte>();
   const std::vector<std::byte> sent = exchange("broadcast", mine)[static_cast<std::size_t>(root)];
   if (sent.size() != bytes.size()) {
-    throw InvalidArgument("in-process bootstrap broadcast: root " + std::to_string(root) + " sent " +
-                          std::to_string(sent.size()) + " bytes into " + std::to_string(bytes.size()) + " on rank " +
-                          std::to_string(rank_));
+    throw InvalidArgument(fmt::format("in-process bootstrap broadcast: root {} sent {} bytes into {} on rank {}", root,
+                                      sent.size(), bytes.size(), rank_));
   }
   std::copy(sent.begin(), sent.end(), bytes.begin());
 }

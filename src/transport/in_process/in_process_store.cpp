@@ -2,14 +2,16 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
 
 InProcessStore::InProcessStore(int size, std::chrono::milliseconds timeout) : timeout_(timeout) {
-  if (size <= 0) throw InvalidArgument("an in-process group needs at least one member, got " + std::to_string(size));
+  if (size <= 0) throw InvalidArgument(fmt::format("an in-process group needs at least one member, got {}", size));
   for (int rank = 0; rank < size; ++rank) mailboxes_.push_back(std::make_unique<Mailbox>(rank));
 }
 
@@ -20,9 +22,9 @@ InProcessStore::Round& InProcessStore::round_locked(std::uint64_t round, const c
     found.deposits.resize(static_cast<std::size_t>(size()));
   }
   if (found.operation != operation && found.conflict.empty()) {
-    found.conflict = "in-process bootstrap round " + std::to_string(round) + ": rank " + std::to_string(rank) +
-                     " calls " + operation + " where another member called " + found.operation +
-                     " (every member must make the same calls in the same order)";
+    found.conflict = fmt::format("in-process bootstrap round {}: rank {} calls {} where another member called {} "
+                                 "(every member must make the same calls in the same order)", round, rank, operation,
+                                 found.operation);
     changed_.notify_all();
   }
   if (!found.conflict.empty()) throw InvalidArgument(found.conflict);
@@ -30,11 +32,11 @@ InProcessStore::Round& InProcessStore::round_locked(std::uint64_t round, const c
 }
 
 std::string InProcessStore::missing_locked(const Round& round) const {
-  std::string ranks;
+  std::vector<std::size_t> ranks;
   for (std::size_t r = 0; r < round.deposits.size(); ++r) {
-    if (!round.deposits[r]) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    if (!round.deposits[r]) ranks.push_back(r);
   }
-  return "[" + ranks + "]";
+  return fmt::format("{}", ranks);
 }
 
 std::vector<std::vector<std::byte>> InProcessStore::exchange(int rank, std::uint64_t round, const char* operation,
@@ -42,8 +44,8 @@ std::vector<std::vector<std::byte>> InProcessStore::exchange(int rank, std::uint
   std::unique_lock lock(mutex_);
   const auto refuse_if_aborted = [&] {
     if (aborted_) {
-      throw BackendError("rank " + std::to_string(rank) + ": the in-process bootstrap's " + operation +
-                         " (round " + std::to_string(round) + ") was aborted: " + *aborted_);
+      throw BackendError(fmt::format("rank {}: the in-process bootstrap's {} (round {}) was aborted: {}", rank,
+                                     operation, round, *aborted_));
     }
   };
   refuse_if_aborted();
@@ -58,10 +60,9 @@ std::vector<std::vector<std::byte>> InProcessStore::exchange(int rank, std::uint
   if (!current.conflict.empty()) throw InvalidArgument(current.conflict);
   if (!done) {
     // The round stays: a late member still finds this member's deposit, and a retry is not made.
-    throw Timeout("rank " + std::to_string(rank) + ": the in-process bootstrap's " + operation + " (round " +
-                  std::to_string(round) + ") did not complete within the group's timeout of " +
-                  std::to_string(timeout_.count()) + " ms (GroupOptions::timeout); ranks " + missing_locked(current) +
-                  " did not arrive");
+    throw Timeout(fmt::format("rank {}: the in-process bootstrap's {} (round {}) did not complete within the group's "
+                              "timeout of {} ms (GroupOptions::timeout); ranks {} did not arrive", rank, operation,
+                              round, timeout_.count(), missing_locked(current)));
   }
   std::vector<std::vector<std::byte>> all;
   for (const auto& deposit : current.deposits) all.push_back(*deposit);

@@ -6,20 +6,20 @@
 #include <string>
 #include <utility>
 
+#include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
 
 namespace tensortree::detail {
 
 void InProcessWait::throw_if_aborted() const {
-  if (aborted) aborted->throw_if_raised([&] { return "rank " + std::to_string(rank) + ": " + operation; });
+  if (aborted) aborted->throw_if_raised([&] { return fmt::format("rank {}: {}", rank, operation); });
 }
 
 Timeout InProcessWait::timed_out() const {
-  std::string message = "rank " + std::to_string(rank) + ": " + operation;
-  if (peer >= 0) message += " with rank " + std::to_string(peer);
-  message += " did not complete within the group's timeout of " + std::to_string(timeout.count()) +
-             " ms (GroupOptions::timeout); it is still posted: wait again, or end the group with Group::abort";
-  return Timeout(message);
+  const std::string with_peer = peer >= 0 ? fmt::format(" with rank {}", peer) : std::string();
+  return Timeout(fmt::format("rank {}: {}{} did not complete within the group's timeout of {} ms "
+                             "(GroupOptions::timeout); it is still posted: wait again, or end the group with "
+                             "Group::abort", rank, operation, with_peer, timeout.count()));
 }
 
 void InProcessWait::wait(const std::function<bool()>& ready) const {
@@ -82,11 +82,10 @@ std::optional<TakenMessage> take_bounded(const InProcessWait& wait, const Messag
                                          std::uint64_t max_message_bytes) {
   return wait.mailbox().take(key, [&](int source, std::uint64_t bytes) {
     if (bytes <= max_message_bytes) return;
-    throw CorruptData(std::string(wait.operation) + ": rank " + std::to_string(source) + " sent a message of " +
-                      std::to_string(bytes) + " bytes (tag " + std::to_string(key.tag) + "), more than rank " +
-                      std::to_string(wait.rank) + "'s limit of " + std::to_string(max_message_bytes) +
-                      " bytes (GroupOptions::max_message_bytes); nothing was allocated and the message was "
-                      "left unreceived");
+    throw CorruptData(fmt::format("{}: rank {} sent a message of {} bytes (tag {}), more than rank {}'s limit of {} "
+                                  "bytes (GroupOptions::max_message_bytes); nothing was allocated and the message was "
+                                  "left unreceived", wait.operation, source, bytes, key.tag, wait.rank,
+                                  max_message_bytes));
   });
 }
 
@@ -111,8 +110,8 @@ bool MatchedWork::test() {
   const std::size_t nbytes = taken->bytes->size();
   const Tensor destination = choose_(source_, nbytes);
   if (!destination.defined() || destination.nbytes() != nbytes || !destination.device().is_cpu()) {
-    throw InvalidArgument("recv_matched: the chosen destination does not hold the " + std::to_string(nbytes) +
-                          " bytes rank " + std::to_string(source_) + " sent");
+    throw InvalidArgument(fmt::format("recv_matched: the chosen destination does not hold the {} bytes rank {} sent",
+                                      nbytes, source_));
   }
   if (nbytes > 0) std::memcpy(destination.data_ptr(), taken->bytes->data(), nbytes);
   return true;

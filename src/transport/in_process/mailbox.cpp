@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "core/text_format.hpp"
 #include "tensortree/peer_transport.hpp"
 #include "tensortree/error.hpp"
 
@@ -24,8 +25,8 @@ std::string wrong_length_message(int receiver, int source, int tag, std::uint64_
   const std::string unit = whole ? " elements" : " bytes";
   const std::uint64_t sent = whole ? bytes / item : bytes;
   const std::uint64_t room = whole ? static_cast<std::uint64_t>(destination.numel()) : destination.nbytes();
-  return "rank " + std::to_string(receiver) + " received " + std::to_string(sent) + unit + " from rank " +
-         std::to_string(source) + " (tag " + std::to_string(tag) + ") into a tensor of " + std::to_string(room) + unit;
+  return fmt::format("rank {} received {}{} from rank {} (tag {}) into a tensor of {}{}", receiver, sent, unit, source,
+                     tag, room, unit);
 }
 
 bool Mailbox::matches(const MessageKey& key, Channel channel, int source, int tag) {

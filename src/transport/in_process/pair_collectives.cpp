@@ -6,6 +6,7 @@
 
 #include "comm/combine.hpp"
 #include "comm/reduction_rules.hpp"
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -35,8 +36,8 @@ void reduce_in_rank_order(const std::vector<Tensor>& values, ReduceOp op, const 
 // NotSupported before anything is sent, alike on every rank.
 void check_reducible(DType dtype, ReduceOp op) {
   if (const std::string refusal = reduction_refusal(dtype, op); !refusal.empty()) {
-    throw NotSupported("the collectives over pairs cannot reduce " + std::string(dtype_name(dtype)) +
-                       " tensors with " + std::string(reduce_op_name(op)) + ": " + refusal);
+    throw NotSupported(fmt::format("the collectives over pairs cannot reduce {} tensors with {}: {}", dtype,
+                                   reduce_op_name(op), refusal));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/reduction_rules.hpp"
+#include "core/text_format.hpp"
 #include "transport/mpi/mpi_argument_check.hpp"
 #include "transport/mpi/mpi_blocks.hpp"
 #include "transport/mpi/mpi_check.hpp"
@@ -51,8 +52,8 @@ RootedBlocks rooted_blocks(const Check& check, const Tensor& all, std::string_vi
 
 MpiBackend::MpiBackend(MPI_Comm comm, MpiBackendOptions options) : comm_(comm), options_(options) {
   if (options_.max_count < 1 || options_.max_count > INT_MAX) {
-    throw InvalidArgument("MpiBackendOptions::max_count must be in 1.." + std::to_string(INT_MAX) + ", got " +
-                          std::to_string(options_.max_count));
+    throw InvalidArgument(fmt::format("MpiBackendOptions::max_count must be in 1..{}, got {}", INT_MAX,
+                                      options_.max_count));
   }
   TT_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   TT_MPI_CHECK(MPI_Comm_size(comm_, &size_));

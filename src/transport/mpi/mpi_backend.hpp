@@ -11,6 +11,7 @@
 #include <string>
 
 #include "comm/abort_signal.hpp"
+#include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/mpi/mpi_reductions.hpp"
 #include "transport/mpi/mpi_work.hpp"
@@ -68,7 +69,7 @@ class MpiBackend final : public Engine {
   WorkPtr point_to_point(std::span<const P2POp> ops, const char* operation);
   // The wait limit of a new operation; BackendError once the backend was aborted.
   WaitLimit limit(const char* operation, int peer = -1) const {
-    aborted_->throw_if_raised([&] { return "the MPI transport of rank " + std::to_string(rank_); });
+    aborted_->throw_if_raised([&] { return fmt::format("the MPI transport of rank {}", rank_); });
     return {operation, peer, options_.timeout, aborted_};
   }
   // The byte length of the probed or matched message `status` describes; CorruptData, before

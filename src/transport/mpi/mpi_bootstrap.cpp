@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "comm/abandoned_operations.hpp"
+#include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/mpi/mpi_check.hpp"
 #include "tensortree/error.hpp"
@@ -18,8 +19,8 @@ namespace {
 
 int byte_count(std::size_t nbytes, const char* operation) {
   if (nbytes > static_cast<std::size_t>(INT_MAX)) {
-    throw InvalidArgument(std::string("bootstrap ") + operation + " of " + std::to_string(nbytes) +
-                          " bytes: the bootstrap carries small messages only");
+    throw InvalidArgument(fmt::format("bootstrap {} of {} bytes: the bootstrap carries small messages only", operation,
+                                      nbytes));
   }
   return static_cast<int>(nbytes);
 }
@@ -89,9 +90,9 @@ void MpiBootstrap::wait(MPI_Request request, std::vector<std::shared_ptr<std::ve
     int ignored = MPI_SUCCESS;
     return !mpi_is_finalized() && finished(ignored);
   });
-  throw Timeout("rank " + std::to_string(rank_) + ": the group's bootstrap " + operation +
-                " did not complete within the group's timeout of " + std::to_string(timeout_.count()) +
-                " ms (GroupOptions::timeout): a member is gone or not taking part; end the group with Group::abort");
+  throw Timeout(fmt::format("rank {}: the group's bootstrap {} did not complete within the group's timeout of {} ms "
+                            "(GroupOptions::timeout): a member is gone or not taking part; end the group with "
+                            "Group::abort", rank_, operation, timeout_.count()));
 }
 
 MpiComm duplicate_comm(MPI_Comm comm) {

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/foreign_error.hpp"
+#include "core/text_format.hpp"
 
 namespace tensortree::detail {
 
@@ -20,7 +21,7 @@ namespace tensortree::detail {
   if (MPI_Error_string(status, message, &length) != MPI_SUCCESS) length = 0;
   int world_rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  const std::string where = std::string(call) + " on world rank " + std::to_string(world_rank);
+  const std::string where = fmt::format("{} on world rank {}", call, world_rank);
   throw_foreign_error("MPI", where, std::string_view(message, static_cast<std::size_t>(length)), status, file,
                       line);
 }

@@ -3,6 +3,7 @@
 #include <climits>
 #include <string>
 
+#include "core/text_format.hpp"
 #include "transport/mpi/mpi_check.hpp"
 #include "tensortree/error.hpp"
 
@@ -47,7 +48,7 @@ MpiDatatype contiguous_datatype(std::int64_t elements, MPI_Datatype element, std
   const std::int64_t full_chunks = elements / max_count;
   const std::int64_t rest = elements % max_count;
   if (full_chunks > INT_MAX) {
-    throw NotSupported("mpi backend cannot describe " + std::to_string(elements) + " elements in one message");
+    throw NotSupported(fmt::format("mpi backend cannot describe {} elements in one message", elements));
   }
   MPI_Aint lower_bound = 0;
   MPI_Aint extent = 0;

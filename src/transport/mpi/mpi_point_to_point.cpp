@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "core/text_format.hpp"
 #include "transport/mpi/mpi_argument_check.hpp"
 #include "transport/mpi/mpi_backend.hpp"
 #include "transport/mpi/mpi_blocks.hpp"
@@ -78,8 +79,8 @@ class MatchedReceive final : public Work {
     try {
       destination = choose_(source_, static_cast<std::uint64_t>(length));
       if (!destination.defined() || destination.nbytes() != static_cast<std::size_t>(length)) {
-        throw InvalidArgument("recv_matched: the chosen destination does not hold the " + std::to_string(length) +
-                              " bytes rank " + std::to_string(source_) + " sent");
+        throw InvalidArgument(fmt::format("recv_matched: the chosen destination does not hold the {} bytes rank {} "
+                                          "sent", length, source_));
       }
     } catch (...) {
       // A matched message must still be received; it lands in a scratch buffer (already bounded).
@@ -126,11 +127,10 @@ MPI_Count MpiBackend::checked_message_length(const MPI_Status& status) const {
   MPI_Count length = 0;
   TT_MPI_CHECK(MPI_Get_elements_x(&status, MPI_BYTE, &length));
   if (length < 0 || static_cast<std::uint64_t>(length) > options_.max_message_bytes) {
-    throw CorruptData("recv_message: rank " + std::to_string(status.MPI_SOURCE) + " sent a message of " +
-                      std::to_string(static_cast<long long>(length)) + " bytes, more than this rank's limit of " +
-                      std::to_string(options_.max_message_bytes) +
-                      " bytes (GroupOptions::max_message_bytes); nothing was allocated and the message was "
-                      "left unreceived");
+    throw CorruptData(fmt::format("recv_message: rank {} sent a message of {} bytes, more than this rank's limit of "
+                                  "{} bytes (GroupOptions::max_message_bytes); nothing was allocated and the message "
+                                  "was left unreceived", status.MPI_SOURCE, static_cast<long long>(length),
+                                  options_.max_message_bytes));
   }
   return length;
 }

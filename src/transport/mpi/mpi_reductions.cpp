@@ -5,6 +5,7 @@
 
 #include "core/element_convert.hpp"
 #include "comm/reduction_rules.hpp"
+#include "core/text_format.hpp"
 #include "transport/mpi/mpi_check.hpp"
 #include "transport/mpi/mpi_datatypes.hpp"
 #include "tensortree/error.hpp"
@@ -52,7 +53,7 @@ MPI_User_function* widened_function(ReduceOp op) {
     case ReduceOp::Max: return &combine_widened<T, Maximum>;
     default: break;
   }
-  throw InvalidArgument("no widened reduction for " + std::string(reduce_op_name(op)));
+  throw InvalidArgument(fmt::format("no widened reduction for {}", reduce_op_name(op)));
 }
 
 MPI_User_function* widened_function(DType dtype, ReduceOp op) {
@@ -63,7 +64,7 @@ MPI_User_function* widened_function(DType dtype, ReduceOp op) {
     case DType::Float8_e5m2: return widened_function<Float8E5M2>(op);
     default: break;
   }
-  throw InvalidArgument("no widened reduction for " + std::string(dtype_name(dtype)));
+  throw InvalidArgument(fmt::format("no widened reduction for {}", dtype));
 }
 
 // Bool tensors reduce logically (comm/reduction_rules.hpp).
@@ -73,7 +74,7 @@ MPI_Op logical_op(ReduceOp op) {
     case LogicalReduction::All: return MPI_LAND;
     case LogicalReduction::Parity: return MPI_LXOR;
   }
-  throw InvalidArgument("no logical reduction for " + std::string(reduce_op_name(op)));
+  throw InvalidArgument(fmt::format("no logical reduction for {}", reduce_op_name(op)));
 }
 
 MPI_Op predefined_op(ReduceOp op) {
@@ -87,16 +88,15 @@ MPI_Op predefined_op(ReduceOp op) {
     case ReduceOp::BitwiseXor: return MPI_BXOR;
     case ReduceOp::Avg: break;
   }
-  throw InvalidArgument("no MPI operation for " + std::string(reduce_op_name(op)));
+  throw InvalidArgument(fmt::format("no MPI operation for {}", reduce_op_name(op)));
 }
 
 }  // namespace
 
 MpiReduction MpiReductions::resolve(DType dtype, ReduceOp op, int rank) {
   if (const std::string reason = reduction_refusal(dtype, op); !reason.empty()) {
-    throw NotSupported("mpi backend on rank " + std::to_string(rank) + " cannot reduce " +
-                       std::string(dtype_name(dtype)) + " tensors with " + std::string(reduce_op_name(op)) +
-                       ": " + reason);
+    throw NotSupported(fmt::format("mpi backend on rank {} cannot reduce {} tensors with {}: {}", rank, dtype,
+                                   reduce_op_name(op), reason));
   }
   const bool average = op == ReduceOp::Avg;
   const ReduceOp combine = combining_op(op);

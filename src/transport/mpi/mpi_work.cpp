@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "comm/abandoned_operations.hpp"
+#include "core/text_format.hpp"
 #include "transport/mpi/mpi_check.hpp"
 #include "tensortree/error.hpp"
 
@@ -88,11 +89,10 @@ void MpiWork::block() {
 }
 
 Timeout timed_out(const WaitLimit& limit, int rank) {
-  std::string message = "rank " + std::to_string(rank) + ": " + limit.operation;
-  if (limit.peer >= 0) message += " with rank " + std::to_string(limit.peer);
-  message += " did not complete within the group's timeout of " + std::to_string(limit.timeout.count()) +
-             " ms (GroupOptions::timeout); it is still posted: wait again, or end the group with Group::abort";
-  return Timeout(message);
+  const std::string with_peer = limit.peer >= 0 ? fmt::format(" with rank {}", limit.peer) : std::string();
+  return Timeout(fmt::format("rank {}: {}{} did not complete within the group's timeout of {} ms "
+                             "(GroupOptions::timeout); it is still posted: wait again, or end the group with "
+                             "Group::abort", rank, limit.operation, with_peer, limit.timeout.count()));
 }
 
 // MPI_ERR_IN_STATUS means the real error sits in one request's status.
@@ -111,11 +111,8 @@ void MpiWork::raise(int error, const char* call) const {
   int error_class = error;
   MPI_Error_class(error, &error_class);
   if (error_class == MPI_ERR_TRUNCATE) {
-    std::string message = "rank " + std::to_string(rank_);
-    message += " received a message longer than the receiving tensor (";
-    message += call;
-    message += ": MPI_ERR_TRUNCATE)";
-    throw InvalidArgument(message);
+    throw InvalidArgument(fmt::format(
+        "rank {} received a message longer than the receiving tensor ({}: MPI_ERR_TRUNCATE)", rank_, call));
   }
   throw_mpi_error(error, call, __FILE__, __LINE__);
 }
@@ -126,10 +123,8 @@ void MpiWork::check_receive(const Receive& receive) const {
   MPI_Count received = 0;
   TT_MPI_CHECK(MPI_Get_elements_x(&status, receive.datatype, &received));
   if (received != receive.expected_elements) {
-    throw InvalidArgument("rank " + std::to_string(rank_) + " received " + std::to_string(received) +
-                          " elements from rank " + std::to_string(status.MPI_SOURCE) + " (tag " +
-                          std::to_string(status.MPI_TAG) + ") into a tensor of " +
-                          std::to_string(receive.expected_elements) + " elements");
+    throw InvalidArgument(fmt::format("rank {} received {} elements from rank {} (tag {}) into a tensor of {} elements",
+                                      rank_, received, status.MPI_SOURCE, status.MPI_TAG, receive.expected_elements));
   }
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/abort_signal.hpp"
+#include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/mpi/mpi_handles.hpp"
 #include "tensortree/error.hpp"
@@ -117,7 +118,7 @@ template <class Done>
 void wait_within(const WaitLimit& limit, int rank, Done&& done) {
   const auto done_or_aborted = [&] {
     if (limit.aborted) {
-      limit.aborted->throw_if_raised([&] { return "rank " + std::to_string(rank) + ": " + limit.operation; });
+      limit.aborted->throw_if_raised([&] { return fmt::format("rank {}: {}", rank, limit.operation); });
     }
     return done();
   };
