@@ -34,23 +34,23 @@ class TT_API Collectives {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  virtual WorkPtr broadcast(const Tensor& tensor, int root);
-  virtual WorkPtr all_reduce(const Tensor& tensor, ReduceOp op);
-  virtual WorkPtr reduce(const Tensor& tensor, int root, ReduceOp op);
+  [[nodiscard]] virtual WorkPtr broadcast(const Tensor& tensor, int root);
+  [[nodiscard]] virtual WorkPtr all_reduce(const Tensor& tensor, ReduceOp op);
+  [[nodiscard]] virtual WorkPtr reduce(const Tensor& tensor, int root, ReduceOp op);
   // `output` holds size() blocks of input.numel() elements; rank r's input lands in block r.
-  virtual WorkPtr all_gather(const Tensor& output, const Tensor& input);
+  [[nodiscard]] virtual WorkPtr all_gather(const Tensor& output, const Tensor& input);
   // As all_gather, into the root's `output` only (other ranks pass an undefined tensor).
-  virtual WorkPtr gather(const Tensor& output, const Tensor& input, int root);
+  [[nodiscard]] virtual WorkPtr gather(const Tensor& output, const Tensor& input, int root);
   // The root's `input` holds size() blocks of output.numel() elements; block r goes to rank r.
-  virtual WorkPtr scatter(const Tensor& output, const Tensor& input, int root);
+  [[nodiscard]] virtual WorkPtr scatter(const Tensor& output, const Tensor& input, int root);
   // `input` holds size() blocks of output.numel() elements; block r of every rank is reduced into
   // rank r's output.
-  virtual WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op);
+  [[nodiscard]] virtual WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op);
   // Block r of `input` (input_counts[r] elements) goes to rank r; block r of `output`
   // (output_counts[r] elements) comes from rank r. Blocks are consecutive.
-  virtual WorkPtr all_to_all(const Tensor& output, const Tensor& input, std::span<const std::int64_t> output_counts,
+  [[nodiscard]] virtual WorkPtr all_to_all(const Tensor& output, const Tensor& input, std::span<const std::int64_t> output_counts,
                              std::span<const std::int64_t> input_counts);
-  virtual WorkPtr barrier();
+  [[nodiscard]] virtual WorkPtr barrier();
 
   // Ends this rank's use of the engine (Group::abort): every later operation, and every wait on
   // one in flight, ends with BackendError naming `reason`; an engine that can stop its transfers

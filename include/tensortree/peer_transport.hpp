@@ -53,9 +53,9 @@ class TT_API PeerTransport {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  virtual WorkPtr send(const Tensor& tensor, int dst, int tag);
+  [[nodiscard]] virtual WorkPtr send(const Tensor& tensor, int dst, int tag);
   // `src` may be kAnySource where capabilities().any_source.
-  virtual WorkPtr recv(const Tensor& tensor, int src, int tag);
+  [[nodiscard]] virtual WorkPtr recv(const Tensor& tensor, int src, int tag);
   // Blocks until a message from `src` (may be kAnySource) has arrived, then receives it whole into
   // a host buffer of its length (MPI probes it first). For messages that announce what follows.
   virtual ReceivedMessage recv_message(int src, int tag);
@@ -63,20 +63,20 @@ class TT_API PeerTransport {
   // its length by the group's max_message_bytes, asks `choose` where it goes, and receives it
   // there. Work::source_rank() says who sent. For receives whose sender decides the form of the
   // message (the node-local transport's frames next to plain messages from other nodes).
-  virtual WorkPtr recv_matched(int src, int tag, ChooseDestination choose);
+  [[nodiscard]] virtual WorkPtr recv_matched(int src, int tag, ChooseDestination choose);
   // Memory on `device` for a buffer this transport will send from, in the form it moves fastest (a
   // node-local transport sends from its shared memory without copying it). The default allocates
   // ordinary memory.
   virtual std::shared_ptr<Storage> allocate_message_buffer(std::size_t nbytes, Device device);
   // Every operation posted at once; completes when all have.
-  virtual WorkPtr batch_p2p(std::span<const P2POp> ops);
+  [[nodiscard]] virtual WorkPtr batch_p2p(std::span<const P2POp> ops);
 
   // The progress hook: `work`, an operation of another transport (the group's collectives), made
   // to move this transport's posted receives along whenever it is polled or waited on. A
   // transport whose frames move only inside its own polls (shared memory) needs this, since a
   // peer may wait on its send to this rank before it joins the collective. The default returns
   // `work` as it is. `operation` names it in a Timeout.
-  virtual WorkPtr progressing(WorkPtr work, const char* operation);
+  [[nodiscard]] virtual WorkPtr progressing(WorkPtr work, const char* operation);
 
   // Ends this rank's use of the transport (Group::abort), as Collectives::abort.
   virtual void abort(const std::string& reason);

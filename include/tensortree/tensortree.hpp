@@ -1,4 +1,6 @@
-// Umbrella header: everything a user of the library needs.
+// Umbrella header: everything a user of the library needs, but for dist_objects.hpp (object
+// collectives, whose templates need Boost.Serialization's headers and library: include it where
+// you use them) and torch.hpp (the libtorch bridge).
 #pragma once
 
 #include "tensortree/config.hpp"
@@ -17,3 +19,8 @@
 #include "tensortree/schema.hpp"
 #include "tensortree/tree.hpp"
 #include "tensortree/memmap.hpp"
+#include "tensortree/cuda_stream.hpp"
+#include "tensortree/group.hpp"
+#include "tensortree/device_mesh.hpp"
+#include "tensortree/dist_context.hpp"
+#include "tensortree/dist_ops.hpp"

@@ -294,12 +294,12 @@ class TT_API TensorTree {
   // trees". A failed receive (SchemaMismatch, corrupt header, wrong length) leaves the leaves as they were.
   void send(int dst, const Group& group, const CommOptions& options = {}) const;
   // The tree's values must stay unchanged until the Work completes.
-  WorkPtr isend(int dst, const Group& group, const CommOptions& options = {}) const;
+  [[nodiscard]] WorkPtr isend(int dst, const Group& group, const CommOptions& options = {}) const;
   // Into a tree of the sender's layout. `src` may be kAnySource for host trees (NotSupported where a
   // CUDA transport cannot match any sender). Returns the rank that sent.
   int recv(int src, const Group& group, const CommOptions& options = {});
   // The tree must stay where it is until the Work completes; Work::source_rank() names the sender.
-  WorkPtr irecv(int src, const Group& group, const CommOptions& options = {});
+  [[nodiscard]] WorkPtr irecv(int src, const Group& group, const CommOptions& options = {});
   // For a receiver that knows nothing of the tree: the schema, then the data (two messages at most).
   void init_remote(int dst, const Group& group, const CommOptions& options = {}) const;
   static TensorTree from_remote_init(int src, const Group& group, const CommOptions& options = {});
@@ -319,12 +319,12 @@ class TT_API TensorTree {
 
   // Asynchronous forms: only the data round is in flight when they return. A tree the operation
   // writes must stay where it is, and a Pending be kept, until the Work completes.
-  WorkPtr broadcast_async(int src, const Group& group);
-  Pending<std::vector<TensorTree>> all_gather_async(const Group& group) const;
-  Pending<std::vector<TensorTree>> gather_async(int dst, const Group& group) const;
-  WorkPtr scatter_async(int src, std::span<const TensorTree> trees, const Group& group);
-  WorkPtr reduce_async(int dst, const Group& group, ReduceOp op = ReduceOp::Sum);
-  WorkPtr all_reduce_async(const Group& group, ReduceOp op = ReduceOp::Sum);
+  [[nodiscard]] WorkPtr broadcast_async(int src, const Group& group);
+  [[nodiscard]] Pending<std::vector<TensorTree>> all_gather_async(const Group& group) const;
+  [[nodiscard]] Pending<std::vector<TensorTree>> gather_async(int dst, const Group& group) const;
+  [[nodiscard]] WorkPtr scatter_async(int src, std::span<const TensorTree> trees, const Group& group);
+  [[nodiscard]] WorkPtr reduce_async(int dst, const Group& group, ReduceOp op = ReduceOp::Sum);
+  [[nodiscard]] WorkPtr all_reduce_async(const Group& group, ReduceOp op = ReduceOp::Sum);
 
   // ---- memory-mapped storage (src/memmap/; layout, options and errors in memmap.hpp) ------------
   // The only spelling of each (TensorDict's td.memmap_(dir), TensorDict.load_memmap(dir)). The
@@ -421,7 +421,7 @@ class TT_API TensorTree {
 TT_API std::ostream& operator<<(std::ostream& os, const TensorTree& tree);
 
 // What TensorTree::to(device, non_blocking) returns: auto [gpu, work] = td.to(dev, true).
-struct TreeTransfer {
+struct [[nodiscard]] TreeTransfer {
   TensorTree tree;
   WorkPtr work;
 };

@@ -55,20 +55,20 @@ class TT_API Work {
   void describe(std::string_view op, std::uint64_t sequence);
 
   // A Work that is already complete (what a synchronous step returns in an asynchronous slot).
-  static std::shared_ptr<Work> completed();
+  [[nodiscard]] static std::shared_ptr<Work> completed();
   // The one way to say "when `first` has finished, do `fn`" (copy back from a staging buffer, AVG's
   // division, unpacking a received tree). The returned Work completes with `first`; `fn` runs once,
   // on the thread that sees it complete, and only if `first` succeeded: its exception becomes the
   // returned Work's error. When `first` failed, `on_error` (if given) receives that error and may
   // throw a clearer one; otherwise `first`'s error is the returned Work's. source_rank() is `first`'s.
-  static std::shared_ptr<Work> then(std::shared_ptr<Work> first, std::function<void()> fn,
+  [[nodiscard]] static std::shared_ptr<Work> then(std::shared_ptr<Work> first, std::function<void()> fn,
                                     std::function<void(std::exception_ptr)> on_error = nullptr);
   // The chaining form: after `first` succeeded, `next` starts a second operation (e.g. shapes, then
   // data); the returned Work completes when that one has. `next` may return null (nothing more).
-  static std::shared_ptr<Work> chain(std::shared_ptr<Work> first, std::function<std::shared_ptr<Work>()> next);
+  [[nodiscard]] static std::shared_ptr<Work> chain(std::shared_ptr<Work> first, std::function<std::shared_ptr<Work>()> next);
   // Completes when every one of `works` has (posted together: a batch served by several
   // transports); the first error, in order, is its error. source_rank() is the first one's.
-  static std::shared_ptr<Work> all(std::vector<std::shared_ptr<Work>> works);
+  [[nodiscard]] static std::shared_ptr<Work> all(std::vector<std::shared_ptr<Work>> works);
 
  protected:
   // Non-blocking progress: true once the transfer has finished. May throw.
@@ -103,7 +103,7 @@ using WorkPtr = std::shared_ptr<Work>;
 
 // An asynchronous operation together with the outputs it allocated: valid once work->wait() returned.
 template <class T>
-struct Pending {
+struct [[nodiscard]] Pending {
   WorkPtr work;
   T result;
 

@@ -363,12 +363,12 @@ TEST_CASE("dist_ops: invalid arguments are InvalidArgument naming the argument, 
   const std::vector<std::int64_t> negative_splits(static_cast<std::size_t>(n), -1);
   rejects([&] { dist::all_to_all_single(tensor, world, {{}, negative_splits}); }, "output_splits");
   rejects([&] { dist::send(tensor, n, world); }, "dst");
-  rejects([&] { dist::isend(tensor, 0, world, {.tag = dist::kMaxUserTag + 1}); }, "tag");
+  rejects([&] { (void)dist::isend(tensor, 0, world, {.tag = dist::kMaxUserTag + 1}); }, "tag");
   rejects([&] { dist::recv(tensor, -5, world); }, "src");
-  rejects([&] { dist::irecv(tensor, 0, world, {.tag = -1}); }, "tag");
+  rejects([&] { (void)dist::irecv(tensor, 0, world, {.tag = -1}); }, "tag");
   rejects([&] { dist::all_gather(Tensor{}, world); }, "tensor");
   const std::vector<P2POp> ops = {{P2POp::Kind::Send, tensor, 0, 0}, {P2POp::Kind::Recv, tensor, n, 0}};
-  rejects([&] { dist::batch_isend_irecv(ops, world); }, "ops[1].peer");
+  rejects([&] { (void)dist::batch_isend_irecv(ops, world); }, "ops[1].peer");
 
   const Group only_rank_0 = context().new_group({0});
   if (world.rank() != 0) rejects([&] { dist::barrier(only_rank_0); }, "member");
