@@ -1,0 +1,127 @@
+// ReplayBuffer: a ring of `capacity` rows that several processes on one node open by name, without
+// a server. The rows are a memmap tree in TensorDict's directory layout (TensorTree::load_memmap and
+// Python's TensorDict.load_memmap open the directory) plus a control block beside them (the file
+// replay.control: the insert cursor, a sequence number per row, the priorities' sum tree).
+//
+//   auto rb = ReplayBuffer::create(dir, {.capacity = 1 << 20});      // the learner, once
+//   auto rb = ReplayBuffer::open(dir);                              // any other process
+//   rb.extend(trajectory);             // rows of batch_size {T}; the first extend fixes the layout
+//   ReplaySample s = rb.sample(256);   // s.batch: one consolidated buffer; s.indices: rows drawn
+//
+// Rows are reserved by an atomic cursor, written in place and then published; a reader checks a
+// row's sequence number after copying it (a seqlock per row), so it never returns a torn or
+// overwritten row. A process killed while writing leaves its rows unpublished: nobody waits for
+// it, samplers skip them, and the next lap of the ring writes them again.
+//
+// A handle (one ReplayBuffer object) is for one thread at a time; open one per thread. Its sampler
+// state (random generator, the permutation of WithoutReplacement) is its own.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensortree/device.hpp"
+#include "tensortree/export.hpp"
+#include "tensortree/path.hpp"
+#include "tensortree/tree.hpp"
+
+namespace tensortree {
+
+// How sample() chooses rows (TorchRL's samplers). Prioritized needs a buffer created with
+// priorities (ReplayBufferOptions::prioritized).
+enum class SamplerKind : unsigned char {
+  Uniform,             // every published row equally likely, with replacement
+  Prioritized,         // P(i) = p_i^alpha / sum_k p_k^alpha, with importance weights
+  Slice,               // runs of slice_length consecutive steps of one trajectory
+  WithoutReplacement,  // this handle draws every row once before it draws any twice
+};
+
+// Fixed when the buffer is created; every process that opens it shares them.
+struct ReplayBufferOptions {
+  std::int64_t capacity = 0;  // rows in the ring
+  bool prioritized = false;   // keep a sum tree of priorities in the control block
+  double alpha = 0.6;         // priorities are stored as (p + eps)^alpha (TorchRL's PrioritizedSampler)
+  double eps = 1e-8;
+};
+
+// This handle's view: how it samples and how long it waits.
+struct ReplayOpenOptions {
+  SamplerKind sampler = SamplerKind::Uniform;
+  double beta = 0.4;                  // importance-weight exponent (Prioritized)
+  std::int64_t slice_length = 0;      // Slice: steps per slice; sample(n) needs n a multiple of it
+  Path trajectory_key = {"trajectory"};  // Slice: an integer leaf of one element per row
+  std::uint64_t seed = 0;             // 0: a seed of its own per handle
+  // Bounds every wait: for the layout another process is creating, for a row a live writer of the
+  // previous lap still holds, for a published row to sample, for the priorities' lock.
+  std::chrono::milliseconds timeout{10000};
+};
+
+struct SampleOptions {
+  // cuda:N gathers on the host into pinned staging and uploads the batch in one copy.
+  Device device = Device::cpu();
+};
+
+// What sample(n) returns: the rows, the storage rows they came from, and (Prioritized) the
+// importance weights (p_i / min_k p_k)^-beta of each, as TorchRL computes them; empty otherwise.
+struct ReplaySample {
+  TensorTree batch;                   // batch_size {n, ...}, consolidated
+  std::vector<std::int64_t> indices;  // batch row i came from storage row indices[i]
+  std::vector<double> weights;
+};
+
+class TT_API ReplayBuffer {
+ public:
+  // Creates the control block in `dir` (made if absent); the rows appear at the first extend.
+  // InvalidArgument when `dir` already holds a replay buffer or anything but an empty directory.
+  static ReplayBuffer create(const std::filesystem::path& dir, const ReplayBufferOptions& options,
+                             const ReplayOpenOptions& open_options = {});
+  // Opens a buffer another process created. CorruptData for a truncated or damaged control block
+  // or data directory, NotSupported for one a newer format wrote, SchemaMismatch when the data
+  // directory holds another layout than the control block records.
+  static ReplayBuffer open(const std::filesystem::path& dir, const ReplayOpenOptions& options = {});
+  // Where a buffer named `name` lives in shared memory (/dev/shm, a tmpfs): create/open it there
+  // to keep the rows in memory only. InvalidArgument for a name that is not one plain file name.
+  static std::filesystem::path shared_memory_path(std::string_view name);
+
+  ReplayBuffer(ReplayBuffer&& other) noexcept;
+  ReplayBuffer& operator=(ReplayBuffer&& other) noexcept;
+  ReplayBuffer(const ReplayBuffer&) = delete;
+  ReplayBuffer& operator=(const ReplayBuffer&) = delete;
+  ~ReplayBuffer();
+
+  // Appends rows (a tree of batch_size {k} at its root, CPU or CUDA leaves). The first extend of
+  // the buffer fixes the layout: every later tree needs the same keys, dtypes and row shapes
+  // (SchemaMismatch naming the leaf otherwise). A tree of more than `capacity` rows keeps its last
+  // `capacity` rows.
+  void extend(const TensorTree& rows);
+  // n rows drawn by this handle's sampler, gathered into one consolidated buffer.
+  ReplaySample sample(std::int64_t n, const SampleOptions& options = {});
+  // Prioritized buffers: sets the priorities of storage rows `indices` (as sample() returned them).
+  void update_priority(std::span<const std::int64_t> indices, std::span<const double> priorities);
+
+  std::int64_t capacity() const;
+  // Rows reserved so far (published or not), over all processes and laps.
+  std::uint64_t inserted() const;
+  // Rows that hold data: min(inserted(), capacity()).
+  std::int64_t size() const;
+  // True once the first extend fixed the layout.
+  bool has_layout() const;
+  // The storage itself, each leaf of batch_size {capacity, ...} viewing the mapped files (rows may
+  // be being written: read them through sample()). InvalidArgument before the first extend.
+  const TensorTree& storage();
+  const std::filesystem::path& directory() const;
+
+  struct State;  // defined in src/rl/replay/replay_state.hpp
+
+ private:
+  explicit ReplayBuffer(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tensortree
