@@ -65,6 +65,9 @@ struct ReplayOpenOptions {
 struct SampleOptions {
   // cuda:N gathers on the host into pinned staging and uploads the batch in one copy.
   Device device = Device::cpu();
+  // Gathers into this buffer when it is large enough and on `device` (an earlier sample's
+  // batch.storage(), say): no allocation, and the earlier batch's values are overwritten.
+  StoragePtr reuse = {};
 };
 
 // What sample(n) returns: the rows, the storage rows they came from, and (Prioritized) the

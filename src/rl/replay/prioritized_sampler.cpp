@@ -1,6 +1,7 @@
 // Prioritized (TorchRL's PrioritizedSampler): row i with probability p_i / sum_k p_k, where the
 // stored p_i is (priority + eps)^alpha; importance weights (p_i / min_k p_k)^-beta. Draws read the
 // shared sum tree under its lock.
+#include <algorithm>
 #include <cmath>
 
 #include "rl/replay/priority_trees.hpp"
@@ -14,8 +15,18 @@ class PrioritizedSampler final : public Sampler {
  public:
   void draw(const SamplerContext& context, std::int64_t n, std::vector<SampleUnit>& units) override {
     units.resize(static_cast<std::size_t>(n));
+    masses_.resize(units.size());
+    rows_.resize(units.size());
     const PriorityTrees trees(context.control, context.options.timeout);
-    for (SampleUnit& unit : units) unit = draw_one(context, trees);
+    const double total = trees.total();
+    if (!(total > 0) || !std::isfinite(total)) {
+      std::fill(units.begin(), units.end(), SampleUnit{});
+      return;
+    }
+    std::uniform_real_distribution<double> mass(0.0, total);
+    for (double& m : masses_) m = mass(context.rng);
+    trees.find_all(masses_, rows_);
+    for (std::size_t i = 0; i < units.size(); ++i) units[i] = {rows_[i], 1, 0};
   }
 
   SampleUnit redraw(const SamplerContext& context, const SampleUnit&) override {
@@ -41,6 +52,9 @@ class PrioritizedSampler final : public Sampler {
     const double mass = std::uniform_real_distribution<double>(0.0, total)(context.rng);
     return {trees.find(mass), 1, 0};
   }
+
+  std::vector<double> masses_;
+  std::vector<std::int64_t> rows_;
 };
 
 }  // namespace

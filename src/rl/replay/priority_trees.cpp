@@ -67,6 +67,28 @@ std::int64_t PriorityTrees::find(double mass) const {
   return row < control_.capacity() && sum_[node] > 0 ? row : -1;
 }
 
+void PriorityTrees::find_all(std::span<double> masses, std::span<std::int64_t> rows) const {
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = 1;  // every descent starts at the root
+  for (std::uint64_t width = 1; width < leaves_; width *= 2) {
+    // Branch-free: which child a random mass goes to is a coin flip no predictor guesses.
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto node = static_cast<std::uint64_t>(rows[i]);
+      const double left = sum_[2 * node];
+      const bool right = !(masses[i] < left);
+      masses[i] -= left * static_cast<double>(right);
+      const std::uint64_t child = 2 * node + static_cast<std::uint64_t>(right);
+      if (2 * width < leaves_) __builtin_prefetch(&sum_[2 * child]);
+      rows[i] = static_cast<std::int64_t>(child);
+    }
+  }
+  for (std::int64_t& row : rows) {
+    const auto node = static_cast<std::uint64_t>(row);
+    row = node - leaves_ < static_cast<std::uint64_t>(control_.capacity()) && sum_[node] > 0
+              ? static_cast<std::int64_t>(node - leaves_)
+              : -1;
+  }
+}
+
 void PriorityTrees::rebuild() {
   for (std::uint64_t i = leaves_; i < 2 * leaves_; ++i) {
     // Garbage a dying writer may have left (a half-written double is still a double, maybe NaN).

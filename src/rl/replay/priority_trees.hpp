@@ -31,6 +31,9 @@ class PriorityTrees {
   double total() const { return sum_[1]; }
   // The row holding prefix mass `mass` (in [0, total)); -1 when the trees are inconsistent.
   std::int64_t find(double mass) const;
+  // find() for many masses at once, level by level: each level's loads are prefetched together,
+  // so the cache misses of a deep tree overlap instead of adding up. `masses` is overwritten.
+  void find_all(std::span<double> masses, std::span<std::int64_t> rows) const;
   double leaf(std::int64_t row) const { return sum_[leaves_ + static_cast<std::uint64_t>(row)]; }
   // The smallest non-zero stored priority, 0 when no row has one.
   double min() const { return min_[1]; }

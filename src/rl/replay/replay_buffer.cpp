@@ -35,6 +35,37 @@ detail::LayoutState checked_layout_state(const detail::ControlBlock& control) {
   return static_cast<detail::LayoutState>(raw);
 }
 
+bool reusable(const StoragePtr& buffer, std::uint64_t bytes, Device device) {
+  return buffer && buffer->nbytes() >= bytes && buffer->device().type() == device.type() &&
+         (device.is_cpu() || device.index() < 0 || buffer->device() == device);
+}
+
+// Where a sample gathers: the caller's buffer, a new one, or (for a GPU) this handle's pinned staging.
+StoragePtr host_buffer(ReplayBuffer::State& s, std::uint64_t bytes, const SampleOptions& options) {
+  if (options.device.is_cuda()) {
+    if (!s.staging || s.staging->nbytes() < bytes) s.staging = Storage::allocate(bytes, Device::cpu(), true);
+    return s.staging;
+  }
+  if (reusable(options.reuse, bytes, options.device)) return options.reuse;
+  // A learner that drops each batch before it samples the next gets the same pages back: no
+  // allocation and no page faults. use_count() == 1: only this handle holds it, and only this
+  // thread could hand it out again.
+  if (s.recycled && s.recycled.use_count() == 1 && s.recycled->nbytes() >= bytes && s.recycled->nbytes() <= 2 * bytes) {
+    return s.recycled;
+  }
+  s.recycled = Storage::allocate(bytes, Device::cpu());
+  return s.recycled;
+}
+
+// One upload of the whole gathered batch (into the caller's device buffer when it fits).
+StoragePtr upload(const StoragePtr& staging, std::uint64_t bytes, const SampleOptions& options) {
+  const Tensor staged(staging, 0, DType::UInt8, Shape{static_cast<std::int64_t>(bytes)}, Strides{1});
+  if (!reusable(options.reuse, bytes, options.device)) return staged.to(options.device).storage();
+  const Tensor target(options.reuse, 0, DType::UInt8, Shape{static_cast<std::int64_t>(bytes)}, Strides{1});
+  target.copy_(staged);
+  return options.reuse;
+}
+
 void check_empty_directory(const fs::path& dir) {
   fs::create_directories(dir);
   if (fs::exists(dir / detail::kControlFileName)) {
@@ -112,27 +143,15 @@ ReplaySample ReplayBuffer::sample(std::int64_t n, const SampleOptions& options) 
   const detail::SamplerContext context{s.control, *s.store, s.rng, s.options, std::max<std::int64_t>(present, 1)};
   s.sampler->draw(context, n, s.units);
 
-  const bool to_gpu = options.device.is_cuda();
   const auto host_schema = s.store->layout().batch_schema(n, DeviceType::CPU);
-  const std::uint64_t bytes = host_schema->total_bytes();
-  StoragePtr host;
-  if (to_gpu) {
-    if (!s.staging || s.staging->nbytes() < bytes) s.staging = Storage::allocate(bytes, Device::cpu(), true);
-    host = s.staging;
-  } else {
-    host = Storage::allocate(bytes, Device::cpu());
-  }
+  StoragePtr host = host_buffer(s, host_schema->total_bytes(), options);
   ReplaySample out;
   s.gather.gather(context, *s.sampler, s.units, *host_schema, host->data(), out.indices);
   s.sampler->weights(context, out.indices, out.weights);
-  if (!to_gpu) {
-    out.batch = TensorTree::from_consolidated(std::move(host), host_schema);
-    return out;
-  }
-  // One upload of the whole batch; the staging buffer is reused by the next sample.
-  const Tensor staged(host, 0, DType::UInt8, Shape{static_cast<std::int64_t>(bytes)}, Strides{1});
-  const Tensor uploaded = staged.to(options.device);
-  out.batch = TensorTree::from_consolidated(uploaded.storage(), s.store->layout().batch_schema(n, DeviceType::CUDA));
+  out.batch = options.device.is_cuda()
+                  ? TensorTree::from_consolidated(upload(host, host_schema->total_bytes(), options),
+                                                  s.store->layout().batch_schema(n, DeviceType::CUDA))
+                  : TensorTree::from_consolidated(std::move(host), host_schema);
   return out;
 }
 

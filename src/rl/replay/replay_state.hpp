@@ -32,7 +32,8 @@ struct ReplayBuffer::State {
   detail::RowGather gather;
   std::mt19937_64 rng;
   std::vector<detail::SampleUnit> units;
-  StoragePtr staging;  // pinned host memory for samples bound to a GPU
+  StoragePtr staging;   // pinned host memory for samples bound to a GPU
+  StoragePtr recycled;  // the last host batch's buffer, gathered into again once nobody holds it
 };
 
 }  // namespace tensortree

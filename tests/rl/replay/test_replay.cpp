@@ -202,3 +202,16 @@ TEST_CASE("rows of another layout than the control block records are SchemaMisma
   fs::resize_file(dir / "a" / "obs.memmap", 10);
   REQUIRE_THROWS_AS(ReplayBuffer::open(dir / "a"), CorruptData);
 }
+
+TEST_CASE("sample gathers into a buffer it is given when that is large enough", "[replay]") {
+  ScratchDir dir;
+  ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 16}, {.seed = 12});
+  rb.extend(make_rows(0, 16));
+  const ReplaySample first = rb.sample(8);
+  const ReplaySample second = rb.sample(8, {.reuse = first.batch.storage()});
+  REQUIRE(second.batch.storage() == first.batch.storage());
+  for (std::int64_t i = 0; i < 8; ++i) REQUIRE(checked_step(second.batch, i) == second.indices[static_cast<std::size_t>(i)]);
+  const ReplaySample larger = rb.sample(64, {.reuse = first.batch.storage()});
+  REQUIRE(larger.batch.storage() != first.batch.storage());
+  for (std::int64_t i = 0; i < 64; ++i) checked_step(larger.batch, i);
+}
