@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -42,12 +43,40 @@ enum class SamplerKind : unsigned char {
   WithoutReplacement,  // this handle draws every row once before it draws any twice
 };
 
+// Reverb's rate limiter over the buffer's shared counters: inserts (rows reserved by extend) and
+// samples (rows returned by sample). With diff = inserts * samples_per_insert - samples,
+//   an extend of k rows proceeds when inserts + k < min_size_to_sample, or when its diff after
+//   the insert stays <= max_diff;
+//   a sample of n rows proceeds when inserts >= min_size_to_sample and its diff after the sample
+//   stays >= min_diff.
+// Otherwise the call waits for the other side (at most the handle's timeout, then Timeout).
+struct RateLimiterOptions {
+  double samples_per_insert = 1.0;
+  std::int64_t min_size_to_sample = 0;
+  double min_diff = -std::numeric_limits<double>::infinity();
+  double max_diff = std::numeric_limits<double>::infinity();
+
+  // Samples wait until `n` rows were inserted; inserts never wait (Reverb's MinSize).
+  static RateLimiterOptions min_size(std::int64_t n) { return {1.0, n, -kUnlimited, kUnlimited}; }
+  // About `samples_per_insert` rows sampled per row inserted once `min_size` rows are in, within
+  // `error_buffer` samples either way (Reverb's SampleToInsertRatio).
+  static RateLimiterOptions sample_to_insert_ratio(double samples_per_insert, std::int64_t min_size,
+                                                   double error_buffer) {
+    const double offset = samples_per_insert * static_cast<double>(min_size);
+    return {samples_per_insert, min_size, offset - error_buffer, offset + error_buffer};
+  }
+
+ private:
+  static constexpr double kUnlimited = std::numeric_limits<double>::infinity();
+};
+
 // Fixed when the buffer is created; every process that opens it shares them.
 struct ReplayBufferOptions {
   std::int64_t capacity = 0;  // rows in the ring
   bool prioritized = false;   // keep a sum tree of priorities in the control block
   double alpha = 0.6;         // priorities are stored as (p + eps)^alpha (TorchRL's PrioritizedSampler)
   double eps = 1e-8;
+  RateLimiterOptions rate_limiter = {};  // no limit by default
 };
 
 // This handle's view: how it samples and how long it waits.
@@ -111,6 +140,8 @@ class TT_API ReplayBuffer {
   std::int64_t capacity() const;
   // Rows reserved so far (published or not), over all processes and laps.
   std::uint64_t inserted() const;
+  // Rows returned by sample() so far, over all processes (the rate limiter's count).
+  std::uint64_t sampled() const;
   // Rows that hold data: min(inserted(), capacity()).
   std::int64_t size() const;
   // True once the first extend fixed the layout.

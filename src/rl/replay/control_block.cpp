@@ -48,6 +48,11 @@ void validate(const ControlHeader& h, std::uint64_t file_size, const fs::path& f
   if (!std::isfinite(h.alpha) || h.alpha < 0 || !std::isfinite(h.eps) || h.eps < 0) {
     corrupt(file, fmt::format("has alpha {} and eps {}", h.alpha, h.eps));
   }
+  if (!(h.samples_per_insert > 0) || !std::isfinite(h.samples_per_insert) || std::isnan(h.min_diff) ||
+      std::isnan(h.max_diff) || h.min_diff > h.max_diff || h.min_size_to_sample > h.capacity) {
+    corrupt(file, fmt::format("has rate limits samples_per_insert {}, diff {}..{}, min size {}", h.samples_per_insert,
+                              h.min_diff, h.max_diff, h.min_size_to_sample));
+  }
   const auto geometry = control_geometry(h.capacity, h.tree_leaves);
   if (!geometry || geometry->file_bytes != h.file_bytes) corrupt(file, "records a size its capacity does not give");
   if (file_size != h.file_bytes) {
@@ -66,6 +71,10 @@ ControlHeader initial_header(const ReplayBufferOptions& options, const ControlGe
   h.alpha = options.alpha;
   h.eps = options.eps;
   h.file_bytes = geometry.file_bytes;
+  h.samples_per_insert = options.rate_limiter.samples_per_insert;
+  h.min_diff = options.rate_limiter.min_diff;
+  h.max_diff = options.rate_limiter.max_diff;
+  h.min_size_to_sample = static_cast<std::uint64_t>(options.rate_limiter.min_size_to_sample);
   h.checksum = header_checksum(h);
   return h;
 }
@@ -77,6 +86,15 @@ void check_options(const ReplayBufferOptions& options) {
   if (!std::isfinite(options.alpha) || options.alpha < 0 || !std::isfinite(options.eps) || options.eps < 0) {
     throw InvalidArgument(fmt::format("ReplayBuffer: alpha {} and eps {} must be finite and non-negative",
                                       options.alpha, options.eps));
+  }
+  const RateLimiterOptions& r = options.rate_limiter;
+  if (!(r.samples_per_insert > 0) || !std::isfinite(r.samples_per_insert) || std::isnan(r.min_diff) ||
+      std::isnan(r.max_diff) || r.min_diff > r.max_diff || r.min_size_to_sample < 0 ||
+      r.min_size_to_sample > options.capacity) {
+    throw InvalidArgument(fmt::format("ReplayBuffer: rate limits samples_per_insert {}, diff {}..{}, min size {} "
+                                      "(positive ratio, min_diff <= max_diff, min size within the capacity {})",
+                                      r.samples_per_insert, r.min_diff, r.max_diff, r.min_size_to_sample,
+                                      options.capacity));
   }
 }
 
@@ -110,7 +128,9 @@ ControlBlock::ControlBlock(Mapping mapping, fs::path file, const ControlHeader& 
       capacity_(static_cast<std::int64_t>(fixed.capacity)),
       tree_leaves_(fixed.tree_leaves),
       alpha_(fixed.alpha),
-      eps_(fixed.eps) {
+      eps_(fixed.eps),
+      limits_{fixed.samples_per_insert, static_cast<std::int64_t>(fixed.min_size_to_sample), fixed.min_diff,
+              fixed.max_diff} {
   auto* base = static_cast<std::byte*>(mapping_.data());
   const ControlGeometry g = *control_geometry(fixed.capacity, fixed.tree_leaves);
   seq_ = reinterpret_cast<std::uint64_t*>(base + g.seq_offset);

@@ -39,9 +39,14 @@ struct ControlHeader {
   double alpha;
   double eps;
   std::uint64_t file_bytes;
+  double samples_per_insert;  // the rate limiter (RateLimiterOptions)
+  double min_diff;
+  double max_diff;
+  std::uint64_t min_size_to_sample;
   std::uint64_t checksum;  // XXH3-64 of the fields above
   // Shared state, each on its own cache line where processes hammer it.
   alignas(64) std::uint64_t cursor;        // tickets handed out; row = ticket % capacity
+  alignas(64) std::uint64_t samples;       // rows returned by sample(), for the rate limiter
   alignas(64) std::uint64_t layout_fingerprint;
   std::uint32_t layout_state;              // LayoutState
   std::int32_t layout_lock;                // pid of the process creating the layout, 0 when none
@@ -76,6 +81,8 @@ class ControlBlock {
   double alpha() const { return alpha_; }
   double eps() const { return eps_; }
   std::atomic_ref<std::uint64_t> cursor() const { return std::atomic_ref(header().cursor); }
+  std::atomic_ref<std::uint64_t> samples() const { return std::atomic_ref(header().samples); }
+  const RateLimiterOptions& limits() const { return limits_; }
   std::atomic_ref<std::uint64_t> seq(std::int64_t row) const { return std::atomic_ref(seq_[row]); }
   std::atomic_ref<std::uint64_t> owner(std::int64_t row) const { return std::atomic_ref(owner_[row]); }
   double* sum_tree() const { return sum_; }
@@ -95,6 +102,7 @@ class ControlBlock {
   std::uint64_t tree_leaves_ = 0;
   double alpha_ = 1;
   double eps_ = 0;
+  RateLimiterOptions limits_;
 };
 
 // Sequence numbers of ticket t.

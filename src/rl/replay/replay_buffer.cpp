@@ -10,6 +10,7 @@
 #include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
 #include "rl/replay/priority_trees.hpp"
+#include "rl/replay/rate_limiter.hpp"
 #include "rl/replay/replay_state.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/schema.hpp"
@@ -136,10 +137,11 @@ ReplaySample ReplayBuffer::sample(std::int64_t n, const SampleOptions& options) 
     return Timeout(fmt::format("ReplayBuffer::sample: no row was inserted into '{}' within {} ms", s.dir.string(),
                                s.options.timeout.count()));
   });
-  const std::int64_t present = size();
-  if (s.options.sampler == SamplerKind::WithoutReplacement && n > present) {
-    throw InvalidArgument(fmt::format("ReplayBuffer::sample: {} rows without replacement from {} present", n, present));
+  if (s.options.sampler == SamplerKind::WithoutReplacement && n > size()) {
+    throw InvalidArgument(fmt::format("ReplayBuffer::sample: {} rows without replacement from {} present", n, size()));
   }
+  detail::reserve_samples(s.control, static_cast<std::uint64_t>(n), s.options.timeout);
+  const std::int64_t present = size();
   const detail::SamplerContext context{s.control, *s.store, s.rng, s.options, std::max<std::int64_t>(present, 1)};
   s.sampler->draw(context, n, s.units);
 
@@ -179,6 +181,8 @@ void ReplayBuffer::update_priority(std::span<const std::int64_t> indices, std::s
 std::int64_t ReplayBuffer::capacity() const { return state_->control.capacity(); }
 
 std::uint64_t ReplayBuffer::inserted() const { return state_->control.cursor().load(std::memory_order_acquire); }
+
+std::uint64_t ReplayBuffer::sampled() const { return state_->control.samples().load(std::memory_order_acquire); }
 
 std::int64_t ReplayBuffer::size() const {
   return static_cast<std::int64_t>(std::min<std::uint64_t>(inserted(), static_cast<std::uint64_t>(capacity())));

@@ -6,6 +6,7 @@
 
 #include "core/text_format.hpp"
 #include "rl/replay/priority_trees.hpp"
+#include "rl/replay/rate_limiter.hpp"
 #include "rl/replay/replay_hooks.hpp"
 #include "tensortree/error.hpp"
 
@@ -98,7 +99,7 @@ void RowWriter::extend(const TensorTree& rows, const ControlBlock& control, cons
   if (rows_ == 0) return;
   const auto capacity = static_cast<std::uint64_t>(control.capacity());
   const auto k = static_cast<std::uint64_t>(rows_);
-  const std::uint64_t first = control.cursor().fetch_add(k, std::memory_order_acq_rel);
+  const std::uint64_t first = reserve_inserts(control, k, timeout);
   // Only the last `capacity` rows of a longer tree survive; the earlier tickets are left unwritten.
   const std::uint64_t skip = k > capacity ? k - capacity : 0;
   tickets_.clear();
