@@ -91,6 +91,19 @@ struct ReplayOpenOptions {
   std::chrono::milliseconds timeout{10000};
 };
 
+struct CheckpointOptions {
+  // Every file reaches stable storage before the checkpoint is published (else it survives a
+  // killed process, not a power loss).
+  bool durable = true;
+};
+
+// What a checkpoint holds: the insert cursor and sample count it noted, and the rows it kept.
+struct CheckpointInfo {
+  std::uint64_t inserted = 0;
+  std::uint64_t sampled = 0;
+  std::int64_t rows = 0;
+};
+
 struct SampleOptions {
   // cuda:N gathers on the host into pinned staging and uploads the batch in one copy.
   Device device = Device::cpu();
@@ -136,6 +149,16 @@ class TT_API ReplayBuffer {
   ReplaySample sample(std::int64_t n, const SampleOptions& options = {});
   // Prioritized buffers: sets the priorities of storage rows `indices` (as sample() returned them).
   void update_priority(std::span<const std::int64_t> indices, std::span<const double> priorities);
+
+  // Writes a copy of the buffer (rows, cursor, priorities, rate-limiter counts) to `target` as a
+  // buffer directory of its own: ReplayBuffer::open(target) resumes from it, and its checkpoint()
+  // copies it back to wherever the live buffer should be. Crash-safe: written into a temporary
+  // sibling, synced, then renamed into place, replacing an earlier checkpoint atomically (a killed
+  // checkpoint leaves the old one). Writers never stop: every published row is copied with its
+  // seqlock checked (rows rewritten or being written during their copy are left out, unpublished
+  // in the copy), then the cursor and sample count are noted. InvalidArgument before the first
+  // extend, or when `target` holds something that is not a replay buffer.
+  CheckpointInfo checkpoint(const std::filesystem::path& target, const CheckpointOptions& options = {});
 
   std::int64_t capacity() const;
   // Rows reserved so far (published or not), over all processes and laps.

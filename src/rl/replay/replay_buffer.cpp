@@ -9,6 +9,7 @@
 
 #include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
+#include "rl/replay/checkpoint.hpp"
 #include "rl/replay/priority_trees.hpp"
 #include "rl/replay/rate_limiter.hpp"
 #include "rl/replay/replay_state.hpp"
@@ -176,6 +177,14 @@ void ReplayBuffer::update_priority(std::span<const std::int64_t> indices, std::s
   }
   detail::PriorityTrees trees(s.control, s.options.timeout);
   for (std::size_t i = 0; i < indices.size(); ++i) trees.update(indices[i], priorities[i]);
+}
+
+CheckpointInfo ReplayBuffer::checkpoint(const fs::path& target, const CheckpointOptions& options) {
+  State& s = *state_;
+  if (!s.find_rows()) {
+    throw InvalidArgument(fmt::format("ReplayBuffer::checkpoint: '{}' has no rows yet (no extend)", s.dir.string()));
+  }
+  return detail::write_checkpoint(s.control, *s.store, target, options, s.options.timeout);
 }
 
 std::int64_t ReplayBuffer::capacity() const { return state_->control.capacity(); }

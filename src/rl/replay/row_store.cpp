@@ -26,21 +26,19 @@ void remove_leftovers(const fs::path& dir) {
   }
 }
 
-// Moves the tree laid out in `temp` into `dir`, meta.json last: until it arrives, nothing in
-// `dir` looks like a memmap tree.
-void move_into(const fs::path& temp, const fs::path& dir) {
-  for (const auto& entry : fs::directory_iterator(temp)) {
-    if (entry.path().filename() != kMetaFileName) fs::rename(entry.path(), dir / entry.path().filename());
-  }
-  fs::rename(temp / kMetaFileName, dir / kMetaFileName);
-  fs::remove(temp);
-}
-
 LayoutState layout_state(const ControlBlock& control) {
   return static_cast<LayoutState>(std::atomic_ref(control.header().layout_state).load(std::memory_order_acquire));
 }
 
 }  // namespace
+
+void move_tree_into(const fs::path& from, const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator(from)) {
+    if (entry.path().filename() != kMetaFileName) fs::rename(entry.path(), dir / entry.path().filename());
+  }
+  fs::rename(from / kMetaFileName, dir / kMetaFileName);
+  fs::remove(from);
+}
 
 RowStore::RowStore(TensorTree tree, RowLayout layout) : tree_(std::move(tree)), layout_(std::move(layout)) {
   bases_.resize(layout_.leaf_count());
@@ -78,7 +76,7 @@ RowStore RowStore::create_or_open(const fs::path& dir, ControlBlock& control, co
     remove_leftovers(dir);
     const fs::path temp = dir / kLayoutTemp;
     (void)empty_memmap(temp, rows, Shape{control.capacity()}, {.durable = false});
-    move_into(temp, dir);
+    move_tree_into(temp, dir);
     std::atomic_ref(control.header().layout_fingerprint).store(layout.fingerprint());
     std::atomic_ref(control.header().layout_state).store(static_cast<std::uint32_t>(LayoutState::Ready),
                                                          std::memory_order_release);

@@ -14,6 +14,10 @@
 
 namespace tensortree::detail {
 
+// Moves the memmap tree laid out in `from` into `dir` (beside what `dir` holds), meta.json last:
+// until it arrives nothing in `dir` looks like a memmap tree. `from` is removed.
+void move_tree_into(const std::filesystem::path& from, const std::filesystem::path& dir);
+
 class RowStore {
  public:
   // Maps the rows of a buffer whose layout is ready. CorruptData when the directory is damaged or
