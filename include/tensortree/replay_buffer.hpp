@@ -41,6 +41,10 @@ enum class SamplerKind : unsigned char {
   Prioritized,         // P(i) = p_i^alpha / sum_k p_k^alpha, with importance weights
   Slice,               // runs of slice_length consecutive steps of one trajectory
   WithoutReplacement,  // this handle draws every row once before it draws any twice
+  Fifo,                // a queue shared by every handle: each row once, oldest first, to one sampler;
+                       // rows overwritten before anyone sampled them are skipped, a row whose writer
+                       // died gives its place in the batch to the next in the queue, and sample(n)
+                       // waits (bounded) until n rows are there
 };
 
 // Reverb's rate limiter over the buffer's shared counters: inserts (rows reserved by extend) and

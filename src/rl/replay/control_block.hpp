@@ -47,6 +47,7 @@ struct ControlHeader {
   // Shared state, each on its own cache line where processes hammer it.
   alignas(64) std::uint64_t cursor;        // tickets handed out; row = ticket % capacity
   alignas(64) std::uint64_t samples;       // rows returned by sample(), for the rate limiter
+  alignas(64) std::uint64_t fifo_cursor;   // the next ticket the Fifo sampler hands out
   alignas(64) std::uint64_t layout_fingerprint;
   std::uint32_t layout_state;              // LayoutState
   std::int32_t layout_lock;                // pid of the process creating the layout, 0 when none
@@ -82,6 +83,7 @@ class ControlBlock {
   double eps() const { return eps_; }
   std::atomic_ref<std::uint64_t> cursor() const { return std::atomic_ref(header().cursor); }
   std::atomic_ref<std::uint64_t> samples() const { return std::atomic_ref(header().samples); }
+  std::atomic_ref<std::uint64_t> fifo_cursor() const { return std::atomic_ref(header().fifo_cursor); }
   const RateLimiterOptions& limits() const { return limits_; }
   std::atomic_ref<std::uint64_t> seq(std::int64_t row) const { return std::atomic_ref(seq_[row]); }
   std::atomic_ref<std::uint64_t> owner(std::int64_t row) const { return std::atomic_ref(owner_[row]); }

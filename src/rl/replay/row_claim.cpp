@@ -14,20 +14,17 @@ namespace tensortree::detail {
 
 namespace {
 
-constexpr auto kOwnerGrace = std::chrono::milliseconds(100);
-
 std::uint64_t owner_tag(std::int32_t pid, std::uint64_t ticket) {
   return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(pid)) << 32) | (ticket & 0xffffffffU);
 }
 
-// Whether the writer of odd sequence `seq` on a row with owner tag `tag` may still be writing.
+}  // namespace
+
 bool holder_may_write(std::uint64_t seq, std::uint64_t tag, WaitClock::time_point first_seen) {
   const std::uint64_t ticket = (seq - 1) / 2;
   if ((tag & 0xffffffffU) != (ticket & 0xffffffffU)) return WaitClock::now() - first_seen < kOwnerGrace;
   return process_alive(static_cast<std::int32_t>(tag >> 32));
 }
-
-}  // namespace
 
 bool claim_row(const ControlBlock& control, std::uint64_t ticket, std::chrono::milliseconds timeout) {
   const auto row = static_cast<std::int64_t>(ticket % static_cast<std::uint64_t>(control.capacity()));

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/wait_bounded.hpp"
 #include "rl/replay/control_block.hpp"
 #include "rl/replay/row_store.hpp"
 #include "tensortree/tree.hpp"
@@ -35,6 +36,14 @@ class RowWriter {
   std::vector<std::uint64_t> tickets_;  // tickets of the rows this extend claimed, in order
   std::int64_t rows_ = 0;
 };
+
+// How long a row claimed under a tag of another ticket (its new owner not yet recorded), or a
+// ticket reserved but not yet claimed, is given before its writer is presumed dead.
+inline constexpr auto kOwnerGrace = std::chrono::milliseconds(100);
+
+// Whether the writer of odd sequence number `seq` on a row with owner tag `tag`, first seen
+// holding it at `first_seen`, may still be writing.
+bool holder_may_write(std::uint64_t seq, std::uint64_t tag, WaitClock::time_point first_seen);
 
 // Claims row `ticket % capacity` for `ticket`: true when this writer may write it.
 bool claim_row(const ControlBlock& control, std::uint64_t ticket, std::chrono::milliseconds timeout);

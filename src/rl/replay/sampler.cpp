@@ -26,6 +26,8 @@ std::unique_ptr<Sampler> make_sampler(const ReplayOpenOptions& options, const Co
       return make_slice_sampler();
     case SamplerKind::WithoutReplacement:
       return make_without_replacement_sampler();
+    case SamplerKind::Fifo:
+      return make_fifo_sampler();
   }
   throw InvalidArgument(fmt::format("ReplayBuffer: unknown sampler kind {}", static_cast<int>(options.sampler)));
 }

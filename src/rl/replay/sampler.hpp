@@ -58,5 +58,6 @@ std::unique_ptr<Sampler> make_uniform_sampler();
 std::unique_ptr<Sampler> make_prioritized_sampler();
 std::unique_ptr<Sampler> make_slice_sampler();
 std::unique_ptr<Sampler> make_without_replacement_sampler();
+std::unique_ptr<Sampler> make_fifo_sampler();
 
 }  // namespace tensortree::detail

@@ -136,6 +136,37 @@ TEST_CASE("a writer killed inside its row blocks nobody and its row is never sam
   REQUIRE(rb.storage().get("step").at<std::int64_t>({10}) == 115);
 }
 
+TEST_CASE("a fifo reader skips the row of a writer killed inside it", "[replay][processes]") {
+  ScratchDir dir;
+  ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 16},
+                                         {.sampler = SamplerKind::Fifo, .timeout = std::chrono::milliseconds(5000)});
+  rb.extend(make_rows(0, 2));
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t victim = fork_child([&] {
+    static int signal_fd = -1;
+    signal_fd = ready[1];
+    tensortree::detail::replay_hooks().after_claim = [](std::int64_t, std::int64_t) {
+      const char byte = 1;
+      (void)!::write(signal_fd, &byte, 1);
+      ::pause();
+    };
+    ReplayBuffer::open(dir.path()).extend(make_rows(2, 1));
+  });
+  char byte = 0;
+  REQUIRE(::read(ready[0], &byte, 1) == 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  REQUIRE(wait_child(victim) == -SIGKILL);
+  rb.extend(make_rows(3, 2));
+  // Tickets 0..3 are taken; 2 (the dead writer's) gives its place to the next ticket, 4.
+  const ReplaySample s = rb.sample(4);
+  std::vector<std::int64_t> steps;
+  for (std::int64_t i = 0; i < 4; ++i) steps.push_back(checked_step(s.batch, i));
+  REQUIRE(steps == std::vector<std::int64_t>{0, 1, 4, 3});
+}
+
 TEST_CASE("processes that extend a fresh buffer at once agree on one layout", "[replay][processes]") {
   ScratchDir dir;
   ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 3 * 200});

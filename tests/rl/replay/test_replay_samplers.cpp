@@ -148,3 +148,26 @@ TEST_CASE("without replacement draws each row once per epoch", "[replay][sampler
   }
   REQUIRE_THROWS_AS(rb.sample(25), InvalidArgument);
 }
+
+TEST_CASE("fifo hands out rows oldest first, each once across handles, and skips overwritten ones",
+          "[replay][samplers]") {
+  using namespace std::chrono_literals;
+  ScratchDir dir;
+  ReplayBuffer a = ReplayBuffer::create(dir.path(), {.capacity = 8}, {.sampler = SamplerKind::Fifo, .timeout = 50ms});
+  ReplayBuffer b = ReplayBuffer::open(dir.path(), {.sampler = SamplerKind::Fifo, .timeout = 50ms});
+  a.extend(make_rows(0, 6));
+  const auto steps = [](const ReplaySample& s) {
+    std::vector<std::int64_t> out;
+    for (std::int64_t i = 0; i < s.batch.batch_size()[0]; ++i) out.push_back(checked_step(s.batch, i));
+    return out;
+  };
+  REQUIRE(steps(a.sample(2)) == std::vector<std::int64_t>{0, 1});
+  REQUIRE(steps(b.sample(3)) == std::vector<std::int64_t>{2, 3, 4});
+  REQUIRE_THROWS_WITH(a.sample(2), Catch::Contains("Fifo queue did not hold 2 rows"));
+  REQUIRE(steps(a.sample(1)) == std::vector<std::int64_t>{5});
+  a.extend(make_rows(6, 14));  // steps 6..19; only 12..19 are still in the ring
+  REQUIRE(steps(b.sample(4)) == std::vector<std::int64_t>{12, 13, 14, 15});
+  const ReplaySample last = a.sample(4);
+  REQUIRE(steps(last) == std::vector<std::int64_t>{16, 17, 18, 19});
+  REQUIRE(last.indices == std::vector<std::int64_t>{0, 1, 2, 3});
+}
