@@ -10,6 +10,7 @@
 #include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
 #include "rl/replay/checkpoint.hpp"
+#include "rl/replay/fs_errors.hpp"
 #include "rl/replay/priority_trees.hpp"
 #include "rl/replay/rate_limiter.hpp"
 #include "rl/replay/replay_state.hpp"
@@ -106,7 +107,7 @@ ReplayBuffer::~ReplayBuffer() = default;
 
 ReplayBuffer ReplayBuffer::create(const fs::path& dir, const ReplayBufferOptions& options,
                                   const ReplayOpenOptions& open_options) {
-  check_empty_directory(dir);
+  detail::with_typed_fs_errors("ReplayBuffer::create", [&] { check_empty_directory(dir); });
   detail::ControlBlock control = detail::ControlBlock::create(dir, options);
   return ReplayBuffer(std::make_unique<State>(dir, open_options, std::move(control)));
 }
@@ -127,7 +128,11 @@ fs::path ReplayBuffer::shared_memory_path(std::string_view name) {
 
 void ReplayBuffer::extend(const TensorTree& rows) {
   State& s = *state_;
-  if (!s.find_rows()) s.store.emplace(detail::RowStore::create_or_open(s.dir, s.control, rows, s.options.timeout));
+  if (!s.find_rows()) {
+    s.store.emplace(detail::with_typed_fs_errors("ReplayBuffer::extend", [&] {
+      return detail::RowStore::create_or_open(s.dir, s.control, rows, s.options.timeout);
+    }));
+  }
   s.writer.extend(rows, s.control, *s.store, s.options.timeout);
 }
 
@@ -184,7 +189,9 @@ CheckpointInfo ReplayBuffer::checkpoint(const fs::path& target, const Checkpoint
   if (!s.find_rows()) {
     throw InvalidArgument(fmt::format("ReplayBuffer::checkpoint: '{}' has no rows yet (no extend)", s.dir.string()));
   }
-  return detail::write_checkpoint(s.control, *s.store, target, options, s.options.timeout);
+  return detail::with_typed_fs_errors("ReplayBuffer::checkpoint", [&] {
+    return detail::write_checkpoint(s.control, *s.store, target, options, s.options.timeout);
+  });
 }
 
 std::int64_t ReplayBuffer::capacity() const { return state_->control.capacity(); }

@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 
+#include "../../memmap/memmap_test_support.hpp"
 #include "tensortree/replay_buffer.hpp"
 #include "tensortree/tensortree.hpp"
 
@@ -19,26 +20,7 @@ namespace replay_test {
 
 namespace fs = std::filesystem;
 using namespace tensortree;
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::random_device random;
-    path_ = fs::temp_directory_path() / ("tt_replay_" + std::to_string(::getpid()) + "_" + std::to_string(random()));
-    fs::create_directories(path_);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
+using memmap_test::ScratchDir;
 
 constexpr std::int64_t kObsElements = 12;  // obs rows are {3, 4}
 

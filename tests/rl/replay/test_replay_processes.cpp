@@ -44,6 +44,28 @@ void write_steps(const fs::path& dir, int w, std::int64_t rows) {
   }
 }
 
+// A child extends one row (step `step`) and is SIGKILLed after claiming it, before writing it.
+void kill_writer_inside_row(const fs::path& dir, std::int64_t step) {
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t victim = fork_child([&] {
+    static int signal_fd = -1;
+    signal_fd = ready[1];
+    tensortree::detail::replay_hooks().after_claim = [](std::int64_t, std::int64_t) {
+      const char byte = 1;
+      (void)!::write(signal_fd, &byte, 1);
+      ::pause();  // killed here, its row claimed and unwritten
+    };
+    ReplayBuffer::open(dir).extend(make_rows(step, 1));
+  });
+  char byte = 0;
+  REQUIRE(::read(ready[0], &byte, 1) == 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  REQUIRE(wait_child(victim) == -SIGKILL);
+}
+
 }  // namespace
 
 TEST_CASE("four writer processes extend at once: every row lands whole, none lost", "[replay][processes]") {
@@ -99,24 +121,7 @@ TEST_CASE("a writer killed inside its row blocks nobody and its row is never sam
   ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 16},
                                          {.seed = 9, .timeout = std::chrono::milliseconds(5000)});
   rb.extend(make_rows(0, 10));
-  int ready[2];
-  REQUIRE(::pipe(ready) == 0);
-  const pid_t victim = fork_child([&] {
-    static int signal_fd = -1;
-    signal_fd = ready[1];
-    tensortree::detail::replay_hooks().after_claim = [](std::int64_t, std::int64_t) {
-      const char byte = 1;
-      (void)!::write(signal_fd, &byte, 1);
-      ::pause();  // killed here, its row claimed and half-written at best
-    };
-    ReplayBuffer::open(dir.path()).extend(make_rows(10, 1));
-  });
-  char byte = 0;
-  REQUIRE(::read(ready[0], &byte, 1) == 1);
-  ::close(ready[0]);
-  ::close(ready[1]);
-  REQUIRE(::kill(victim, SIGKILL) == 0);
-  REQUIRE(wait_child(victim) == -SIGKILL);
+  kill_writer_inside_row(dir.path(), 10);
 
   REQUIRE(rb.inserted() == 11);
   REQUIRE(rb.size() == 11);
@@ -141,24 +146,7 @@ TEST_CASE("a fifo reader skips the row of a writer killed inside it", "[replay][
   ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 16},
                                          {.sampler = SamplerKind::Fifo, .timeout = std::chrono::milliseconds(5000)});
   rb.extend(make_rows(0, 2));
-  int ready[2];
-  REQUIRE(::pipe(ready) == 0);
-  const pid_t victim = fork_child([&] {
-    static int signal_fd = -1;
-    signal_fd = ready[1];
-    tensortree::detail::replay_hooks().after_claim = [](std::int64_t, std::int64_t) {
-      const char byte = 1;
-      (void)!::write(signal_fd, &byte, 1);
-      ::pause();
-    };
-    ReplayBuffer::open(dir.path()).extend(make_rows(2, 1));
-  });
-  char byte = 0;
-  REQUIRE(::read(ready[0], &byte, 1) == 1);
-  ::close(ready[0]);
-  ::close(ready[1]);
-  REQUIRE(::kill(victim, SIGKILL) == 0);
-  REQUIRE(wait_child(victim) == -SIGKILL);
+  kill_writer_inside_row(dir.path(), 2);
   rb.extend(make_rows(3, 2));
   // Tickets 0..3 are taken; 2 (the dead writer's) gives its place to the next ticket, 4.
   const ReplaySample s = rb.sample(4);
