@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
 
@@ -214,4 +215,36 @@ TEST_CASE("sample gathers into a buffer it is given when that is large enough", 
   const ReplaySample larger = rb.sample(64, {.reuse = first.batch.storage()});
   REQUIRE(larger.batch.storage() != first.batch.storage());
   for (std::int64_t i = 0; i < 64; ++i) checked_step(larger.batch, i);
+}
+
+TEST_CASE("rows of another capacity than the control block records are CorruptData", "[replay][hostile]") {
+  ScratchDir dir;
+  { ReplayBuffer::create(dir / "a", {.capacity = 4}).extend(make_rows(0, 4)); }
+  { ReplayBuffer::create(dir / "b", {.capacity = 8}).extend(make_rows(0, 8)); }
+  fs::remove(dir / "b" / "replay.control");
+  fs::copy_file(dir / "a" / "replay.control", dir / "b" / "replay.control");
+  REQUIRE_THROWS_AS(ReplayBuffer::open(dir / "b"), CorruptData);
+  REQUIRE_THROWS_WITH(ReplayBuffer::open(dir / "b"), Catch::Contains("capacity of 4") && Catch::Contains("[8]"));
+}
+
+TEST_CASE("a priority lock held by a process that died is taken over and the trees rebuilt", "[replay][hostile]") {
+  ScratchDir dir;
+  ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 4, .prioritized = true, .alpha = 1, .eps = 0},
+                                         {.sampler = SamplerKind::Prioritized, .seed = 5,
+                                          .timeout = std::chrono::milliseconds(2000)});
+  rb.extend(make_rows(0, 4));
+  rb.update_priority(std::vector<std::int64_t>{0, 1, 3}, std::vector<double>{0, 0, 0});
+  // No process has this pid (above pid_max), and the node over rows 0 and 1 is garbage, as a
+  // holder killed mid-update could leave them: only a rebuild repairs that node, which the
+  // update below (of row 2) does not touch.
+  const std::int32_t dead = 0x7ffffff0;
+  patch(control_file(dir), offsetof(tensortree::detail::ControlHeader, priority_lock), &dead, sizeof dead);
+  const double garbage = std::nan("");
+  const auto geometry = tensortree::detail::control_geometry(4, 4);
+  patch(control_file(dir), static_cast<off_t>(geometry->sum_offset + 2 * sizeof(double)), &garbage, sizeof garbage);
+  const auto start = std::chrono::steady_clock::now();
+  rb.update_priority(std::vector<std::int64_t>{2}, std::vector<double>{5});
+  REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1000));
+  const ReplaySample s = rb.sample(20);
+  for (std::int64_t i = 0; i < 20; ++i) REQUIRE(checked_step(s.batch, i) == 2);
 }
