@@ -44,17 +44,17 @@ void write_steps(const fs::path& dir, int w, std::int64_t rows) {
   }
 }
 
-// A child extends one row (step `step`) and is SIGKILLed after claiming it, before writing it.
-void kill_writer_inside_row(const fs::path& dir, std::int64_t step) {
+// A child that extends one row (step `step`) and stops after claiming it, before writing it.
+pid_t stop_writer_inside_row(const fs::path& dir, std::int64_t step) {
   int ready[2];
   REQUIRE(::pipe(ready) == 0);
-  const pid_t victim = fork_child([&] {
+  const pid_t writer = fork_child([&] {
     static int signal_fd = -1;
     signal_fd = ready[1];
     tensortree::detail::replay_hooks().after_claim = [](std::int64_t, std::int64_t) {
       const char byte = 1;
       (void)!::write(signal_fd, &byte, 1);
-      ::pause();  // killed here, its row claimed and unwritten
+      ::pause();  // stopped here, its row claimed and unwritten, until killed
     };
     ReplayBuffer::open(dir).extend(make_rows(step, 1));
   });
@@ -62,6 +62,11 @@ void kill_writer_inside_row(const fs::path& dir, std::int64_t step) {
   REQUIRE(::read(ready[0], &byte, 1) == 1);
   ::close(ready[0]);
   ::close(ready[1]);
+  return writer;
+}
+
+void kill_writer_inside_row(const fs::path& dir, std::int64_t step) {
+  const pid_t victim = stop_writer_inside_row(dir, step);
   REQUIRE(::kill(victim, SIGKILL) == 0);
   REQUIRE(wait_child(victim) == -SIGKILL);
 }
@@ -139,6 +144,24 @@ TEST_CASE("a writer killed inside its row blocks nobody and its row is never sam
   // Tickets 11..26 hold steps 100..115; row 10 (the dead writer's) has ticket 26.
   for (std::int64_t i = 0; i < 16; ++i) REQUIRE((checked_step(rb.storage(), i) - 100 + 11) % 16 == i);
   REQUIRE(rb.storage().get("step").at<std::int64_t>({10}) == 115);
+}
+
+TEST_CASE("a row a live writer of the previous lap still holds is waited for, a bounded time", "[replay][processes]") {
+  using namespace std::chrono_literals;
+  ScratchDir dir;
+  ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 4}, {.timeout = 200ms});
+  rb.extend(make_rows(0, 1));
+  const pid_t slow = stop_writer_inside_row(dir.path(), 1);  // ticket 1: row 1
+  rb.extend(make_rows(2, 3));                                 // rows 2, 3, 0: no wait
+  // Ticket 5 is row 1, still held by a live writer: a Timeout naming the row and the writer.
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_WITH(rb.extend(make_rows(5, 1)),
+                      Catch::Contains("row 1 is still being written by process " + std::to_string(slow)));
+  REQUIRE(std::chrono::steady_clock::now() - start >= 200ms);
+  REQUIRE(::kill(slow, SIGKILL) == 0);
+  REQUIRE(wait_child(slow) == -SIGKILL);
+  rb.extend(make_rows(7, 4));  // the dead writer's row is taken over at once
+  for (std::int64_t i = 0; i < 4; ++i) REQUIRE(checked_step(rb.storage(), i) >= 7);
 }
 
 TEST_CASE("a fifo reader skips the row of a writer killed inside it", "[replay][processes]") {
