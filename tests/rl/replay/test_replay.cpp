@@ -248,3 +248,19 @@ TEST_CASE("a priority lock held by a process that died is taken over and the tre
   const ReplaySample s = rb.sample(20);
   for (std::int64_t i = 0; i < 20; ++i) REQUIRE(checked_step(s.batch, i) == 2);
 }
+
+TEST_CASE("a buffer in shared memory (/dev/shm) works like one on disk", "[replay]") {
+  const fs::path where = ReplayBuffer::shared_memory_path("test-" + std::to_string(::getpid()));
+  struct Cleanup {
+    fs::path path;
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  } cleanup{where};
+  ReplayBuffer rb = ReplayBuffer::create(where, {.capacity = 8}, {.seed = 4});
+  rb.extend(make_rows(30, 8));
+  ReplayBuffer other = ReplayBuffer::open(where, {.seed = 5});
+  const ReplaySample s = other.sample(16);
+  for (std::int64_t i = 0; i < 16; ++i) REQUIRE(checked_step(s.batch, i) == 30 + s.indices[static_cast<std::size_t>(i)]);
+}
