@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "../../memmap/memmap_test_support.hpp"
 #include "tensortree/replay_buffer.hpp"
@@ -67,6 +68,15 @@ inline std::int64_t checked_step(const TensorTree& batch, std::int64_t i) {
   INFO("row " << i);
   REQUIRE(row_consistent(batch, i, step));
   return step;
+}
+
+// The step of every row of `batch`, each row checked whole (one assertion for all of them).
+inline std::vector<std::int64_t> checked_steps(const TensorTree& batch) {
+  std::vector<std::int64_t> steps(static_cast<std::size_t>(batch.batch_size()[0]));
+  std::int64_t torn = 0;
+  for (std::size_t i = 0; i < steps.size(); ++i) torn += row_consistent(batch, static_cast<std::int64_t>(i), steps[i]) ? 0 : 1;
+  REQUIRE(torn == 0);
+  return steps;
 }
 
 // Waits for a forked child and returns its exit status (-signal when killed).
