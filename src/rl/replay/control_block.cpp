@@ -1,0 +1,185 @@
+#include "rl/replay/control_block.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include <xxhash.h>
+
+#include "core/checked_math.hpp"
+#include "core/text_format.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::uint64_t header_checksum(const ControlHeader& header) {
+  return XXH3_64bits(&header, offsetof(ControlHeader, checksum));
+}
+
+[[noreturn]] void corrupt(const fs::path& file, std::string_view why) {
+  throw CorruptData(fmt::format("replay control block '{}' {}", file.string(), why));
+}
+
+// Checks the fields fixed at creation; the file is `file_size` bytes long.
+void validate(const ControlHeader& h, std::uint64_t file_size, const fs::path& file) {
+  if (h.magic != kControlMagic) corrupt(file, "is not a replay control block (bad magic)");
+  if (h.version > kControlVersion) {
+    throw NotSupported(fmt::format("replay control block '{}' was written by format version {}; this library "
+                                   "reads version {}", file.string(), h.version, kControlVersion));
+  }
+  if (h.version != kControlVersion) corrupt(file, fmt::format("has unknown format version {}", h.version));
+  if (h.checksum != header_checksum(h)) corrupt(file, "has a header whose checksum does not match");
+  if (h.header_bytes != kControlHeaderBytes) corrupt(file, fmt::format("has a header of {} bytes", h.header_bytes));
+  if (h.capacity == 0 || h.capacity > static_cast<std::uint64_t>(kMaxCapacity)) {
+    corrupt(file, fmt::format("has capacity {}, outside 1..{}", h.capacity, kMaxCapacity));
+  }
+  if (h.tree_leaves != 0 && h.tree_leaves != std::bit_ceil(h.capacity)) {
+    corrupt(file, fmt::format("has a priority tree of {} leaves for capacity {}", h.tree_leaves, h.capacity));
+  }
+  if (!std::isfinite(h.alpha) || h.alpha < 0 || !std::isfinite(h.eps) || h.eps < 0) {
+    corrupt(file, fmt::format("has alpha {} and eps {}", h.alpha, h.eps));
+  }
+  if (!(h.samples_per_insert > 0) || !std::isfinite(h.samples_per_insert) || std::isnan(h.min_diff) ||
+      std::isnan(h.max_diff) || h.min_diff > h.max_diff || h.min_size_to_sample > h.capacity) {
+    corrupt(file, fmt::format("has rate limits samples_per_insert {}, diff {}..{}, min size {}", h.samples_per_insert,
+                              h.min_diff, h.max_diff, h.min_size_to_sample));
+  }
+  const auto geometry = control_geometry(h.capacity, h.tree_leaves);
+  if (!geometry || geometry->file_bytes != h.file_bytes) corrupt(file, "records a size its capacity does not give");
+  if (file_size != h.file_bytes) {
+    corrupt(file, fmt::format("is {} bytes; its capacity of {} rows needs {} (truncated?)", file_size, h.capacity,
+                              h.file_bytes));
+  }
+}
+
+ControlHeader initial_header(const ReplayBufferOptions& options, const ControlGeometry& geometry) {
+  ControlHeader h{};
+  h.magic = kControlMagic;
+  h.version = kControlVersion;
+  h.header_bytes = kControlHeaderBytes;
+  h.capacity = static_cast<std::uint64_t>(options.capacity);
+  h.tree_leaves = options.prioritized ? std::bit_ceil(h.capacity) : 0;
+  h.alpha = options.alpha;
+  h.eps = options.eps;
+  h.file_bytes = geometry.file_bytes;
+  h.samples_per_insert = options.rate_limiter.samples_per_insert;
+  h.min_diff = options.rate_limiter.min_diff;
+  h.max_diff = options.rate_limiter.max_diff;
+  h.min_size_to_sample = static_cast<std::uint64_t>(options.rate_limiter.min_size_to_sample);
+  h.checksum = header_checksum(h);
+  return h;
+}
+
+void check_options(const ReplayBufferOptions& options) {
+  if (options.capacity <= 0 || options.capacity > kMaxCapacity) {
+    throw InvalidArgument(fmt::format("ReplayBuffer: capacity {} is outside 1..{}", options.capacity, kMaxCapacity));
+  }
+  if (!std::isfinite(options.alpha) || options.alpha < 0 || !std::isfinite(options.eps) || options.eps < 0) {
+    throw InvalidArgument(fmt::format("ReplayBuffer: alpha {} and eps {} must be finite and non-negative",
+                                      options.alpha, options.eps));
+  }
+  const RateLimiterOptions& r = options.rate_limiter;
+  if (!(r.samples_per_insert > 0) || !std::isfinite(r.samples_per_insert) || std::isnan(r.min_diff) ||
+      std::isnan(r.max_diff) || r.min_diff > r.max_diff || r.min_size_to_sample < 0 ||
+      r.min_size_to_sample > options.capacity) {
+    throw InvalidArgument(fmt::format("ReplayBuffer: rate limits samples_per_insert {}, diff {}..{}, min size {} "
+                                      "(positive ratio, min_diff <= max_diff, min size within the capacity {})",
+                                      r.samples_per_insert, r.min_diff, r.max_diff, r.min_size_to_sample,
+                                      options.capacity));
+  }
+}
+
+}  // namespace
+
+std::optional<ControlGeometry> control_geometry(std::uint64_t capacity, std::uint64_t tree_leaves) {
+  ControlGeometry g;
+  g.seq_offset = kControlHeaderBytes;
+  const auto row_bytes = checked_mul<std::uint64_t>(capacity, 8);
+  const auto tree_bytes = checked_mul<std::uint64_t>(tree_leaves, 16);
+  if (!row_bytes || !tree_bytes) return std::nullopt;
+  auto next = [](std::uint64_t offset, std::uint64_t bytes) -> std::optional<std::uint64_t> {
+    const auto end = checked_add(offset, bytes);
+    return end ? checked_align_up(*end) : std::nullopt;
+  };
+  const auto owner = next(g.seq_offset, *row_bytes);
+  const auto sum = owner ? next(*owner, *row_bytes) : std::nullopt;
+  const auto min = sum ? next(*sum, *tree_bytes) : std::nullopt;
+  const auto end = min ? next(*min, *tree_bytes) : std::nullopt;
+  if (!end) return std::nullopt;
+  g.owner_offset = *owner;
+  g.sum_offset = *sum;
+  g.min_offset = *min;
+  g.file_bytes = *end;
+  return g;
+}
+
+ControlBlock::ControlBlock(Mapping mapping, fs::path file, const ControlHeader& fixed)
+    : mapping_(std::move(mapping)),
+      file_(std::move(file)),
+      capacity_(static_cast<std::int64_t>(fixed.capacity)),
+      tree_leaves_(fixed.tree_leaves),
+      alpha_(fixed.alpha),
+      eps_(fixed.eps),
+      limits_{fixed.samples_per_insert, static_cast<std::int64_t>(fixed.min_size_to_sample), fixed.min_diff,
+              fixed.max_diff} {
+  auto* base = static_cast<std::byte*>(mapping_.data());
+  const ControlGeometry g = *control_geometry(fixed.capacity, fixed.tree_leaves);
+  seq_ = reinterpret_cast<std::uint64_t*>(base + g.seq_offset);
+  owner_ = reinterpret_cast<std::uint64_t*>(base + g.owner_offset);
+  sum_ = reinterpret_cast<double*>(base + g.sum_offset);
+  min_ = reinterpret_cast<double*>(base + g.min_offset);
+}
+
+ControlBlock ControlBlock::create(const fs::path& dir, const ReplayBufferOptions& options) {
+  check_options(options);
+  const auto geometry = control_geometry(static_cast<std::uint64_t>(options.capacity),
+                                         options.prioritized ? std::bit_ceil(static_cast<std::uint64_t>(options.capacity)) : 0);
+  const fs::path file = dir / kControlFileName;
+  const fs::path temp = dir / fmt::format(".{}.{}", kControlFileName, ::getpid());
+  FileDescriptor fd = open_path(temp, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  // Sparse: the rows' arrays and the trees start as zeros, which is what "never written" and
+  // "no priority" are.
+  if (::ftruncate(fd.get(), static_cast<off_t>(geometry->file_bytes)) != 0) TT_OS_ERROR("ftruncate", temp);
+  const ControlHeader h = initial_header(options, *geometry);
+  write_all_at(fd.get(), &h, sizeof h, 0, temp);
+  Mapping mapping(fd.get(), geometry->file_bytes, true, temp);
+  // link() fails when the name exists: of two processes creating one buffer, one wins.
+  const int linked = ::link(temp.c_str(), file.c_str());
+  const int err = errno;
+  ::unlink(temp.c_str());
+  if (linked != 0 && err == EEXIST) {
+    throw InvalidArgument(fmt::format("ReplayBuffer::create: '{}' already holds a replay buffer", dir.string()));
+  }
+  if (linked != 0) throw_os_error("link", file, err, __FILE__, __LINE__);
+  return ControlBlock(std::move(mapping), file, h);
+}
+
+ControlBlock ControlBlock::open(const fs::path& dir) {
+  const fs::path file = dir / kControlFileName;
+  FileDescriptor fd = open_path(file, O_RDWR);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) TT_OS_ERROR("fstat", file);
+  if (!S_ISREG(st.st_mode)) corrupt(file, "is not a regular file");
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size < kControlHeaderBytes) {
+    corrupt(file, fmt::format("is {} bytes, shorter than its {}-byte header (truncated?)", size, kControlHeaderBytes));
+  }
+  ControlHeader h{};
+  read_all(fd.get(), &h, sizeof h, file);
+  validate(h, size, file);
+  Mapping mapping(fd.get(), h.file_bytes, true, file);
+  // Sizes and offsets come from this validated copy, never from the mapping, which another process
+  // could change under us.
+  return ControlBlock(std::move(mapping), file, h);
+}
+
+}  // namespace tensortree::detail

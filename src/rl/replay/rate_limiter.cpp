@@ -1,0 +1,70 @@
+#include "rl/replay/rate_limiter.hpp"
+
+#include <atomic>
+
+#include "core/text_format.hpp"
+#include "core/wait_bounded.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+namespace {
+
+double diff(const RateLimiterOptions& limits, std::uint64_t inserts, std::uint64_t samples) {
+  return static_cast<double>(inserts) * limits.samples_per_insert - static_cast<double>(samples);
+}
+
+bool unlimited(const RateLimiterOptions& limits) {
+  return limits.min_size_to_sample == 0 && limits.min_diff == -std::numeric_limits<double>::infinity() &&
+         limits.max_diff == std::numeric_limits<double>::infinity();
+}
+
+[[noreturn]] void timed_out(const ControlBlock& control, const char* side, std::uint64_t rows,
+                            std::chrono::milliseconds timeout) {
+  throw Timeout(fmt::format("ReplayBuffer rate limiter: {} of {} rows waited {} ms ({} rows inserted, {} sampled; "
+                            "samples_per_insert {}, diff {}..{}, min size {})",
+                            side, rows, timeout.count(), control.cursor().load(), control.samples().load(),
+                            control.limits().samples_per_insert, control.limits().min_diff, control.limits().max_diff,
+                            control.limits().min_size_to_sample));
+}
+
+}  // namespace
+
+bool can_insert(const RateLimiterOptions& limits, std::uint64_t inserts, std::uint64_t samples, std::uint64_t k) {
+  if (inserts + k < static_cast<std::uint64_t>(limits.min_size_to_sample)) return true;
+  return diff(limits, inserts + k, samples) <= limits.max_diff;
+}
+
+bool can_sample(const RateLimiterOptions& limits, std::uint64_t inserts, std::uint64_t samples, std::uint64_t n) {
+  return inserts >= static_cast<std::uint64_t>(limits.min_size_to_sample) &&
+         diff(limits, inserts, samples + n) >= limits.min_diff;
+}
+
+std::uint64_t reserve_inserts(const ControlBlock& control, std::uint64_t k, std::chrono::milliseconds timeout) {
+  auto cursor = control.cursor();
+  if (unlimited(control.limits())) return cursor.fetch_add(k, std::memory_order_acq_rel);
+  std::uint64_t first = 0;
+  const auto reserved = [&] {
+    first = cursor.load(std::memory_order_acquire);
+    return can_insert(control.limits(), first, control.samples().load(std::memory_order_acquire), k) &&
+           cursor.compare_exchange_strong(first, first + k, std::memory_order_acq_rel);
+  };
+  if (!poll_until(reserved, deadline_after(timeout))) timed_out(control, "an extend", k, timeout);
+  return first;
+}
+
+void reserve_samples(const ControlBlock& control, std::uint64_t n, std::chrono::milliseconds timeout) {
+  auto samples = control.samples();
+  if (unlimited(control.limits())) {
+    samples.fetch_add(n, std::memory_order_acq_rel);
+    return;
+  }
+  const auto reserved = [&] {
+    std::uint64_t count = samples.load(std::memory_order_acquire);
+    return can_sample(control.limits(), control.cursor().load(std::memory_order_acquire), count, n) &&
+           samples.compare_exchange_strong(count, count + n, std::memory_order_acq_rel);
+  };
+  if (!poll_until(reserved, deadline_after(timeout))) timed_out(control, "a sample", n, timeout);
+}
+
+}  // namespace tensortree::detail

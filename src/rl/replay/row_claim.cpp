@@ -1,0 +1,72 @@
+// Claiming a row for writing. The owner tag (pid and low ticket bits) is stored just after the
+// claim, so for a moment a claimed row's tag still names its previous writer: a waiter that sees a
+// tag from another ticket gives the new owner kOwnerGrace to record itself before taking over.
+#include <atomic>
+
+#include "core/text_format.hpp"
+#include "core/wait_bounded.hpp"
+#include "rl/replay/process_lock.hpp"
+#include "rl/replay/row_writer.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::detail {
+
+namespace {
+
+std::uint64_t owner_tag(std::int32_t pid, std::uint64_t ticket) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(pid)) << 32) | (ticket & 0xffffffffU);
+}
+
+}  // namespace
+
+bool holder_may_write(std::uint64_t seq, std::uint64_t tag, WaitClock::time_point first_seen) {
+  const std::uint64_t ticket = (seq - 1) / 2;
+  if ((tag & 0xffffffffU) != (ticket & 0xffffffffU)) return WaitClock::now() - first_seen < kOwnerGrace;
+  return process_alive(static_cast<std::int32_t>(tag >> 32));
+}
+
+namespace {
+
+// Waits while the earlier lap's writer holding `row` under sequence number `held` may still be
+// writing it; returns the row's sequence number once it changed, or `held` once the holder is gone.
+std::uint64_t wait_for_holder(const ControlBlock& control, std::int64_t row, std::uint64_t held,
+                              std::chrono::milliseconds timeout) {
+  const auto first_seen = WaitClock::now();
+  std::uint64_t seq = held;
+  int polls = 0;
+  const auto done = [&] {
+    seq = control.seq(row).load(std::memory_order_acquire);
+    if (seq != held) return true;
+    // The liveness check costs system calls: made on the first poll and every 64th after it.
+    return polls++ % 64 == 0 && !holder_may_write(held, control.owner(row).load(std::memory_order_acquire), first_seen);
+  };
+  wait_bounded(done, timeout, [&] {
+    return Timeout(fmt::format("ReplayBuffer::extend: row {} is still being written by process {} after {} ms", row,
+                               control.owner(row).load() >> 32, timeout.count()));
+  });
+  return seq;
+}
+
+}  // namespace
+
+bool claim_row(const ControlBlock& control, std::uint64_t ticket, std::chrono::milliseconds timeout) {
+  const auto row = static_cast<std::int64_t>(ticket % static_cast<std::uint64_t>(control.capacity()));
+  auto seq = control.seq(row);
+  const std::uint64_t mine = writing_seq(ticket);
+  std::uint64_t current = seq.load(std::memory_order_acquire);
+  for (;;) {
+    if (current >= mine) return false;  // a later lap has the row
+    if (current % 2 == 1) {             // an earlier lap's writer is inside it
+      const std::uint64_t after = wait_for_holder(control, row, current, timeout);
+      if (after != current) {
+        current = after;
+        continue;
+      }
+    }
+    if (seq.compare_exchange_weak(current, mine, std::memory_order_acq_rel, std::memory_order_acquire)) break;
+  }
+  control.owner(row).store(owner_tag(current_pid(), ticket), std::memory_order_release);
+  return true;
+}
+
+}  // namespace tensortree::detail
