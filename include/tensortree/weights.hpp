@@ -40,6 +40,8 @@ struct WeightPublisherOptions {
   // Where the slots live: the CPU (shared host memory) or a CUDA device (CUDA IPC). Default: the
   // device of the first tree published.
   std::optional<Device> device = {};
+  // Threads that gather the leaves into a host slot; 0: chosen from the size, as consolidate() does.
+  int threads = 0;
   // How long publish() waits for a slot while live readers hold all the others.
   std::chrono::milliseconds timeout = std::chrono::seconds(10);
   // An existing publication of this name is removed and replaced at the first publish; otherwise

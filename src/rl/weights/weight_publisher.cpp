@@ -63,9 +63,9 @@ rl::LayoutRequest request_for(const WeightPublisherOptions& options, const Schem
 
 // Gathers the leaves straight into `slot` and makes it the newest version.
 void write_slot(const Publication& p, const detail::WalkedTree& walked, std::uint32_t slot,
-                std::uint64_t new_version) {
+                std::uint64_t new_version, int threads) {
   p.state(slot).store(rl::writing_state(new_version));
-  detail::pack_walked(walked, {.reuse = p.slots[slot]});
+  detail::pack_walked(walked, {.threads = threads, .reuse = p.slots[slot]});
   p.state(slot).store(rl::complete_state(new_version), std::memory_order_release);
   p.claim(slot).store(0, std::memory_order_release);
   p.header->latest.value.store(rl::encode_latest(new_version, slot));
@@ -105,7 +105,7 @@ void WeightPublisher::State::create(const detail::WalkedTree& walked, std::uint6
   }
   std::memcpy(&created.header->fixed, &created.fixed, sizeof created.fixed);
   std::memcpy(created.control->data() + fixed.schema_offset, schema_bytes.data(), schema_bytes.size());
-  write_slot(created, walked, 0, first_version);
+  write_slot(created, walked, 0, first_version, options.threads);
   // Readers see the file only now, whole and holding its first version.
   file.commit();
   publication = std::move(created);
@@ -187,7 +187,7 @@ std::uint64_t WeightPublisher::publish(const TensorTree& params, std::uint64_t v
     state_->create(walked, version);
   } else {
     state_->check_layout(*walked.plan->schema);
-    write_slot(*state_->publication, walked, state_->claim_slot(version), version);
+    write_slot(*state_->publication, walked, state_->claim_slot(version), version, state_->options.threads);
   }
   state_->version = version;
   return version;
