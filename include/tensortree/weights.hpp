@@ -95,7 +95,7 @@ class TT_API WeightLease {
 };
 
 // The learner's side. One publisher per name at a time (a second one while the first lives is
-// InvalidArgument). Move-only.
+// InvalidArgument). Move-only; a moved-from publisher may only be destroyed or assigned to.
 class TT_API WeightPublisher {
  public:
   // `name`: a plain name lives in /dev/shm; a name with a '/' is a file path (a directory on any
@@ -121,7 +121,8 @@ class TT_API WeightPublisher {
   std::unique_ptr<State> state_;
 };
 
-// An actor's side: opens the publication by name. Cheap to keep; move-only.
+// An actor's side: opens the publication by name. Cheap to keep; move-only (a moved-from one may
+// only be destroyed or assigned to). Leases may be taken from several threads at once.
 class TT_API WeightSubscriber {
  public:
   // Waits at most options.timeout for the publication to exist (Timeout), then validates its

@@ -5,6 +5,7 @@
 //   state = odd; gather; state = 2 * version (release); claim = 0; latest = version | slot
 // A reader stores its lease word (seq_cst) and then checks claim == 0 and state == 2 * version, so
 // either the publisher sees the lease or the reader sees the claim (or the new state) and retries.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -171,7 +172,13 @@ WeightPublisher::WeightPublisher(WeightPublisher&&) noexcept = default;
 WeightPublisher& WeightPublisher::operator=(WeightPublisher&&) noexcept = default;
 
 WeightPublisher::~WeightPublisher() {
-  if (state_ && state_->publication && state_->options.unlink_on_close) ::unlink(state_->path.c_str());
+  if (!state_ || !state_->publication || !state_->options.unlink_on_close) return;
+  // Only our own file: a publisher started with `replace` may have put a new one under the name.
+  struct stat ours {}, named {};
+  if (::fstat(state_->publication->file.fd.get(), &ours) == 0 && ::stat(state_->path.c_str(), &named) == 0 &&
+      ours.st_ino == named.st_ino && ours.st_dev == named.st_dev) {
+    ::unlink(state_->path.c_str());
+  }
 }
 
 std::uint64_t WeightPublisher::publish(const TensorTree& params) { return publish(params, state_->version + 1); }

@@ -21,7 +21,8 @@ struct WeightSubscriber::State {
   WeightSubscriberOptions options;
   Publication publication;
   std::vector<TensorTree> trees;  // per slot, views of its bytes; built once, shared by every lease
-  mutable std::uint32_t lease_hint = 0;
+  // Where the next search for a free lease word starts (threads may race on it: it is only a hint).
+  mutable std::atomic<std::uint32_t> lease_hint{0};
 
   // The lease word taken for the newest version, validated; nullptr while the publisher is
   // overwriting the slot just read or every lease word is held.
@@ -30,8 +31,9 @@ struct WeightSubscriber::State {
 
 std::atomic<std::uint64_t>* WeightSubscriber::State::try_lease(rl::Latest& newest) const {
   newest = publication.latest();
-  std::atomic<std::uint64_t>* word =
-      publication.leases().take(newest.slot, static_cast<std::uint32_t>(::getpid()), lease_hint);
+  std::uint32_t hint = lease_hint.load(std::memory_order_relaxed);
+  std::atomic<std::uint64_t>* word = publication.leases().take(newest.slot, static_cast<std::uint32_t>(::getpid()), hint);
+  lease_hint.store(hint, std::memory_order_relaxed);
   if (word == nullptr) return nullptr;
   // After the lease store: a claim or another state means the publisher may write the slot.
   if (publication.claim(newest.slot).load() == 0 &&

@@ -5,6 +5,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "tensortree/error.hpp"
@@ -211,4 +214,48 @@ TEST_CASE("a publication in a directory, and a subscriber that waits for it at m
   }
   REQUIRE(::access(path.c_str(), F_OK) != 0);  // removed with its publisher
   REQUIRE(::rmdir(dir_template) == 0);
+}
+
+TEST_CASE("latest() waits while live readers hold every lease word, then times out naming them") {
+  const std::string name = unique_name("words");
+  WeightPublisher publisher(name, {.max_leases = 2});
+  publisher.publish(make_params(1));
+  const WeightSubscriber subscriber(name, {.timeout = std::chrono::milliseconds(100)});
+  WeightLease a = subscriber.latest();
+  const WeightLease b = subscriber.latest();
+  REQUIRE_THROWS_MATCHES(subscriber.latest(), Timeout, Catch::Matchers::Predicate<Timeout>([](const Timeout& e) {
+                           return std::string(e.what()).find("no version could be leased") != std::string::npos;
+                         }));
+  a.release();
+  const WeightLease c = subscriber.latest();
+  REQUIRE(params_mismatch(c.tree(), 1).empty());
+}
+
+TEST_CASE("threads of one subscriber lease versions at once while the publisher writes") {
+  const std::string name = unique_name("threads");
+  constexpr std::uint64_t kLast = 150;
+  WeightPublisher publisher(name, {.slots = 3});
+  publisher.publish(make_params(1));
+  const WeightSubscriber subscriber(name);
+  std::mutex failure_lock;
+  std::string failure;
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&] {
+      std::uint64_t last = 0;
+      while (last < kLast) {
+        const WeightLease lease = subscriber.latest();
+        std::string why = lease.version() < last ? "an older version came back" : params_mismatch(lease.tree(), lease.version());
+        if (!why.empty()) {
+          const std::lock_guard guard(failure_lock);
+          failure = why;
+          return;
+        }
+        last = lease.version();
+      }
+    });
+  }
+  for (std::uint64_t v = 2; v <= kLast; ++v) publisher.publish(make_params(v));
+  for (std::thread& reader : readers) reader.join();
+  REQUIRE(failure.empty());
 }
