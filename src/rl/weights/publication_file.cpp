@@ -113,8 +113,17 @@ NewPublicationFile::~NewPublicationFile() {
 }
 
 OpenFile NewPublicationFile::commit() {
-  if (::rename(temporary_.c_str(), path_.c_str()) != 0) failed("renaming " + temporary_ + " into place", path_);
+  // A link, not a rename: it fails rather than replace a publication another publisher made meanwhile.
+  if (::link(temporary_.c_str(), path_.c_str()) != 0) {
+    if (errno == EEXIST) {
+      throw InvalidArgument(fmt::format("weight publication {} appeared while this publisher created it: another "
+                                        "publisher owns the name",
+                                        path_));
+    }
+    failed("linking " + temporary_ + " into place", path_);
+  }
   committed_ = true;
+  ::unlink(temporary_.c_str());
   return std::move(file_);
 }
 

@@ -1,5 +1,5 @@
 // The file behind a weight publication: where a name lives, how a new one appears whole (written
-// under a temporary name, then renamed), how readers wait for it, and its shared mappings.
+// under a temporary name, then linked under its own), how readers wait for it, and its shared mappings.
 #pragma once
 
 #include <chrono>
@@ -52,7 +52,8 @@ std::vector<std::byte> read_bytes(int fd, std::uint64_t offset, std::uint64_t by
 void lock_as_publisher(int fd, const std::string& path);
 
 // A new publication of `bytes` zero bytes under a temporary name beside `path`, locked as its
-// publisher's; commit() gives it its name. Removed when dropped uncommitted.
+// publisher's; commit() gives it its name (InvalidArgument when the name was taken meanwhile).
+// Removed when dropped uncommitted.
 class NewPublicationFile {
  public:
   NewPublicationFile(std::string path, std::uint64_t bytes);
@@ -60,7 +61,7 @@ class NewPublicationFile {
   NewPublicationFile& operator=(const NewPublicationFile&) = delete;
   ~NewPublicationFile();
   int fd() const { return file_.fd.get(); }
-  // Renames the file to its path (replacing what is there) and hands over the descriptor.
+  // Links the file under its path and hands over the descriptor.
   OpenFile commit();
 
  private:

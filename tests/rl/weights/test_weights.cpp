@@ -259,3 +259,14 @@ TEST_CASE("threads of one subscriber lease versions at once while the publisher 
   for (std::thread& reader : readers) reader.join();
   REQUIRE(failure.empty());
 }
+
+TEST_CASE("of two publishers made before either published, the second to publish is refused") {
+  const std::string name = unique_name("race");
+  WeightPublisher first(name);
+  WeightPublisher second(name);
+  first.publish(make_params(1));
+  REQUIRE_THROWS_WITH(second.publish(make_params(2)), Contains("another publisher owns the name"));
+  const WeightLease lease = WeightSubscriber(name).latest();
+  REQUIRE(lease.version() == 1);
+  REQUIRE(params_mismatch(lease.tree(), 1).empty());
+}
