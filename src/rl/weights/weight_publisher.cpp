@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 
@@ -33,8 +34,8 @@ struct WeightPublisher::State {
 
   void create(const detail::WalkedTree& walked, std::uint64_t first_version);
   void check_layout(const Schema& offered) const;
-  std::optional<std::uint32_t> try_claim(std::uint64_t new_version) const;
-  std::uint32_t claim_slot(std::uint64_t new_version) const;
+  std::optional<std::uint32_t> try_claim() const;
+  std::uint32_t claim_slot() const;
   detail::WalkedTree walk(const TensorTree& params) const;
 };
 
@@ -121,39 +122,37 @@ void WeightPublisher::State::check_layout(const Schema& offered) const {
   }
 }
 
-std::optional<std::uint32_t> WeightPublisher::State::try_claim(std::uint64_t new_version) const {
+std::optional<std::uint32_t> WeightPublisher::State::try_claim() const {
   const Publication& p = *publication;
   const std::uint32_t newest = p.latest().slot;
-  std::vector<std::uint32_t> candidates;
+  std::array<std::uint32_t, rl::kMaxSlots> candidates{};
+  std::uint32_t count = 0;
   for (std::uint32_t k = 0; k < p.fixed.slot_count; ++k) {
-    if (k != newest) candidates.push_back(k);
+    if (k != newest) candidates[count++] = k;
   }
   // The oldest version first: it is the one a reader is least likely to want.
-  std::sort(candidates.begin(), candidates.end(), [&](std::uint32_t a, std::uint32_t b) {
+  std::sort(candidates.begin(), candidates.begin() + count, [&](std::uint32_t a, std::uint32_t b) {
     return p.state(a).load(std::memory_order_relaxed) < p.state(b).load(std::memory_order_relaxed);
   });
   const rl::LeaseTable leases = p.leases();
-  for (const std::uint32_t k : candidates) {
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::uint32_t k = candidates[i];
     p.claim(k).store(1);
-    if (!leases.pinned_by_live_reader(k)) {
-      p.state(k).store(rl::writing_state(new_version));
-      return k;
-    }
+    if (!leases.pinned_by_live_reader(k)) return k;
     p.claim(k).store(0);
   }
   return std::nullopt;
 }
 
-std::uint32_t WeightPublisher::State::claim_slot(std::uint64_t new_version) const {
+std::uint32_t WeightPublisher::State::claim_slot() const {
   std::optional<std::uint32_t> slot;
-  detail::wait_bounded([&] { return (slot = try_claim(new_version)).has_value(); }, options.timeout, [&] {
+  detail::wait_bounded([&] { return (slot = try_claim()).has_value(); }, options.timeout, [&] {
     return Timeout(fmt::format("WeightPublisher::publish to {}: live readers held every slot but the newest for "
                                "{} ms ({})",
                                path, options.timeout.count(), publication->leases().describe_holders()));
   });
   return *slot;
 }
-
 
 WeightPublisher::WeightPublisher(std::string name, WeightPublisherOptions options)
     : state_(std::make_unique<State>()) {
@@ -169,7 +168,13 @@ WeightPublisher::WeightPublisher(std::string name, WeightPublisherOptions option
 }
 
 WeightPublisher::WeightPublisher(WeightPublisher&&) noexcept = default;
-WeightPublisher& WeightPublisher::operator=(WeightPublisher&&) noexcept = default;
+WeightPublisher& WeightPublisher::operator=(WeightPublisher&& other) noexcept {
+  if (this != &other) {
+    const WeightPublisher replaced(std::move(*this));  // its destructor removes what it published
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
 
 WeightPublisher::~WeightPublisher() {
   if (!state_ || !state_->publication || !state_->options.unlink_on_close) return;
@@ -194,7 +199,7 @@ std::uint64_t WeightPublisher::publish(const TensorTree& params, std::uint64_t v
     state_->create(walked, version);
   } else {
     state_->check_layout(*walked.plan->schema);
-    write_slot(*state_->publication, walked, state_->claim_slot(version), version, state_->options.threads);
+    write_slot(*state_->publication, walked, state_->claim_slot(), version, state_->options.threads);
   }
   state_->version = version;
   return version;
