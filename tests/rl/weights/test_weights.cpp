@@ -270,3 +270,24 @@ TEST_CASE("of two publishers made before either published, the second to publish
   REQUIRE(lease.version() == 1);
   REQUIRE(params_mismatch(lease.tree(), 1).empty());
 }
+
+TEST_CASE("publish gathers strided leaves straight into the slot") {
+  const std::string name = unique_name("strided");
+  TensorTree params = make_params(3);
+  const Tensor dense = params.get("encoder.w");
+  const Tensor strided = dense.transpose(0, 1).contiguous().transpose(0, 1);
+  REQUIRE_FALSE(strided.is_contiguous());
+  params.set("encoder.w", strided);
+  WeightPublisher publisher(name);
+  publisher.publish(params);
+  REQUIRE(params_mismatch(WeightSubscriber(name).latest().tree(), 3).empty());
+}
+
+TEST_CASE("CUDA slots without a usable device fail typed and leave no file behind") {
+  if (cuda_device_count() > 0) return;  // tests/rl/weights/test_weights_cuda.cpp covers the device
+  const std::string name = unique_name("nodevice");
+  WeightPublisher publisher(name, {.device = Device::cuda(0)});
+  REQUIRE_THROWS_AS(publisher.publish(make_params(1)), NotSupported);
+  REQUIRE(::access(("/dev/shm/" + name).c_str(), F_OK) != 0);
+  REQUIRE_THROWS_AS(WeightSubscriber(name, {.timeout = std::chrono::milliseconds(20)}), Timeout);
+}
