@@ -13,9 +13,10 @@
 // `slots` copies of the consolidated layout (or, for CUDA parameters, a device allocation that
 // subscribers map through CUDA IPC). The first publish fixes the layout. A publish writes into a
 // slot no reader holds and then makes it the newest version; a reader pins the slot it reads with
-// a lease word that names its process, so the slot is never overwritten under it, and a reader that
-// dies holding one is found dead (its pid gone) and its lease reclaimed. When live readers hold
-// every slot but the newest, publish waits for one to be released, at most `timeout` (Timeout).
+// a lease word that names its process, so the slot is never overwritten under it, and a reader
+// that dies holding one is found dead (its pid gone, or reused by a later process) and its lease
+// reclaimed. When live readers hold every slot but the newest, publish waits for one to be
+// released, at most `timeout` (Timeout).
 #pragma once
 
 #include <chrono>

@@ -12,7 +12,9 @@
 //   latest          version << 8 | slot of the newest complete version (0: none yet)
 //   slot state      2 * version once the slot holds `version` whole; odd while it is written; 0 empty
 //   slot claim      non-zero while the publisher checks the leases of a slot it means to write
-//   lease word      pid << 32 | (slot + 1) while a reader of process `pid` holds `slot`; 0 free
+//   lease word      start << 30 | pid << 8 | (slot + 1) while a reader of process `pid`, started at
+//                   `start` (clock ticks since boot, low 34 bits), holds `slot`; 0 when free. The
+//                   start time tells a live reader from a new process that was given a dead one's pid.
 #pragma once
 
 #include <array>
@@ -89,12 +91,20 @@ inline Latest decode_latest(std::uint64_t word) {
 inline std::uint64_t complete_state(std::uint64_t version) { return version * 2; }
 inline std::uint64_t writing_state(std::uint64_t version) { return version * 2 + 1; }
 
-inline std::uint64_t encode_lease(std::uint32_t pid, std::uint32_t slot) {
-  return static_cast<std::uint64_t>(pid) << 32 | (slot + 1);
+// Who holds a lease: a process and when it started.
+struct ProcessIdentity {
+  std::uint32_t pid = 0;    // below 2^22, Linux's PID_MAX_LIMIT
+  std::uint64_t start = 0;  // low 34 bits of the start time in clock ticks
+};
+inline constexpr std::uint64_t kStartMask = (std::uint64_t{1} << 34) - 1;
+inline constexpr std::uint64_t kPidMask = (std::uint64_t{1} << 22) - 1;
+
+inline std::uint64_t encode_lease(const ProcessIdentity& holder, std::uint32_t slot) {
+  return (holder.start & kStartMask) << 30 | (holder.pid & kPidMask) << 8 | (slot + 1);
 }
-inline std::uint32_t lease_pid(std::uint64_t word) { return static_cast<std::uint32_t>(word >> 32); }
+inline ProcessIdentity lease_holder(std::uint64_t word) { return {static_cast<std::uint32_t>((word >> 8) & kPidMask), word >> 30}; }
 // The slot a lease word pins; meaningless for a free word (0).
-inline std::uint32_t lease_slot(std::uint64_t word) { return static_cast<std::uint32_t>(word & 0xffffffffu) - 1; }
+inline std::uint32_t lease_slot(std::uint64_t word) { return static_cast<std::uint32_t>(word & 0xff) - 1; }
 
 // Sizes of a new publication, from which every offset follows (plan_layout).
 struct LayoutRequest {

@@ -13,16 +13,19 @@
 
 namespace tensortree::rl {
 
-// Whether process `pid` still runs (a zombie counts as gone: it will never release anything).
-bool process_alive(std::uint32_t pid);
+// This process (looked up again after a fork).
+ProcessIdentity this_process();
+// Whether `holder` still runs: its pid exists, is not a zombie (it will never release anything)
+// and started when the lease says (else the pid was reused by another process).
+bool process_alive(const ProcessIdentity& holder);
 
 class LeaseTable {
  public:
   LeaseTable(PaddedWord* words, std::uint32_t count) : words_(words), count_(count) {}
 
-  // Reader: pins `slot` for process `pid` in a free word (searched from `hint`, which moves on),
-  // or returns nullptr when every word is held by a live process.
-  std::atomic<std::uint64_t>* take(std::uint32_t slot, std::uint32_t pid, std::uint32_t& hint) const;
+  // Reader: pins `slot` for `holder` in a free word (searched from `hint`, which moves on), or
+  // returns nullptr when every word is held by a live process.
+  std::atomic<std::uint64_t>* take(std::uint32_t slot, const ProcessIdentity& holder, std::uint32_t& hint) const;
   // Publisher: whether a live process pins `slot`; the words of dead ones on it are freed.
   bool pinned_by_live_reader(std::uint32_t slot) const;
   // "pid 12 holds slot 1, ..." for a Timeout's message.
@@ -30,7 +33,7 @@ class LeaseTable {
 
  private:
   // The index of the word taken, or count_ when none was free.
-  std::uint32_t try_take(std::uint32_t slot, std::uint32_t pid, std::uint32_t start) const;
+  std::uint32_t try_take(std::uint64_t lease, std::uint32_t start) const;
   // Frees `word` if it still holds `seen` and the process named there is gone; true if it did.
   static bool free_if_dead(std::atomic<std::uint64_t>& word, std::uint64_t seen);
   std::uint32_t free_dead() const;

@@ -1,7 +1,5 @@
 // An actor's side of weight publication: leases on the newest version (see weight_publisher.cpp for
 // the protocol both sides follow) and the copies made under one.
-#include <unistd.h>
-
 #include <atomic>
 #include <cstring>
 
@@ -32,7 +30,7 @@ struct WeightSubscriber::State {
 std::atomic<std::uint64_t>* WeightSubscriber::State::try_lease(rl::Latest& newest) const {
   newest = publication.latest();
   std::uint32_t hint = lease_hint.load(std::memory_order_relaxed);
-  std::atomic<std::uint64_t>* word = publication.leases().take(newest.slot, static_cast<std::uint32_t>(::getpid()), hint);
+  std::atomic<std::uint64_t>* word = publication.leases().take(newest.slot, rl::this_process(), hint);
   lease_hint.store(hint, std::memory_order_relaxed);
   if (word == nullptr) return nullptr;
   // After the lease store: a claim or another state means the publisher may write the slot.

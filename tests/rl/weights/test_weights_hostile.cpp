@@ -4,6 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -13,6 +17,7 @@
 #include <vector>
 
 #include "rl/weights/control_block.hpp"
+#include "rl/weights/lease_table.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/weights.hpp"
 #include "weights_test_support.hpp"
@@ -137,4 +142,64 @@ TEST_CASE("a publisher refuses to reopen a hostile publication too") {
   poke<std::uint32_t>(bytes, offsetof(FixedHeader, format_version), 2);
   write_file(specimen.path, bytes);
   REQUIRE_THROWS_WITH(WeightPublisher(specimen.name), Contains("format version 2"));
+}
+
+namespace {
+
+// A process that lives until killed, and its identity as its own lease words name it.
+struct Sleeper {
+  pid_t pid = -1;
+  rl::ProcessIdentity identity;
+  Sleeper() {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const rl::ProcessIdentity me = rl::this_process();
+      if (::write(fds[1], &me, sizeof me) != static_cast<ssize_t>(sizeof me)) ::_exit(1);
+      ::sleep(60);
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    REQUIRE(::read(fds[0], &identity, sizeof identity) == static_cast<ssize_t>(sizeof identity));
+    ::close(fds[0]);
+  }
+  ~Sleeper() {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a lease word whose pid now names another process is reclaimed; a live holder's blocks") {
+  const std::string name = unique_name("reuse");
+  WeightPublisher publisher(name, {.slots = 3, .max_leases = 4, .timeout = std::chrono::milliseconds(200)});
+  publisher.publish(make_params(1));  // slot 0; slots 1 and 2 are the candidates
+  const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  void* control = ::mmap(nullptr, rl::kHeaderRegion + 4 * rl::kLeaseStride, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  REQUIRE(control != MAP_FAILED);
+  auto* words = reinterpret_cast<rl::PaddedWord*>(static_cast<std::byte*>(control) + rl::kHeaderRegion);
+  const Sleeper holder;
+  REQUIRE(holder.identity.start != 0);
+
+  // The pid is alive, but it started at another time than the lease says: a reused pid.
+  const rl::ProcessIdentity reused{holder.identity.pid, holder.identity.start + 1};
+  words[0].value = rl::encode_lease(reused, 1);
+  words[1].value = rl::encode_lease(reused, 2);
+  REQUIRE(publisher.publish(make_params(2)) == 2);
+
+  // The same words from the live holder pin both slots that are not the newest.
+  REQUIRE(words[0].value.load() + words[1].value.load() != 0);  // only the slot written was reclaimed
+  const std::uint32_t newest = rl::decode_latest(static_cast<rl::ControlHeader*>(control)->latest.value.load()).slot;
+  REQUIRE((newest == 1 || newest == 2));
+  words[0].value = rl::encode_lease(holder.identity, 0);
+  words[1].value = rl::encode_lease(holder.identity, 3 - newest);
+  REQUIRE_THROWS_WITH(publisher.publish(make_params(3)), Contains("pid " + std::to_string(holder.pid)));
+  REQUIRE(params_mismatch(WeightSubscriber(name).latest().tree(), 2).empty());
+  ::munmap(control, rl::kHeaderRegion + 4 * rl::kLeaseStride);
+  ::close(fd);
 }
