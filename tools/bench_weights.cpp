@@ -1,5 +1,5 @@
 // Weight publication against its floors, in one run: publishing a parameter tree vs one memcpy of
-// its bytes, a subscriber's latest() (a lease on the newest version, no copy) and latest_version(),
+// its bytes (and vs the same memcpy into shared memory), a subscriber's latest() (a lease on the newest version, no copy) and latest_version(),
 // and copying a version out vs the same memcpy. Publisher and subscriber share this process (the
 // lease protocol and the mapping are those of two processes). Every timed publish is checked:
 // the subscriber reads back the last version, every byte compared. Prints a table (or CSV); exits
@@ -72,6 +72,10 @@ void run(const Config& config, bench::Table& table) {
   std::vector<char> src(static_cast<std::size_t>(bytes), 1), dst(static_cast<std::size_t>(bytes), 0);
   const double t_memcpy = bench::time_per_call([&] { std::memcpy(dst.data(), src.data(), src.size()); });
   add_row(table, "memcpy (the floor)", bytes, t_memcpy, t_memcpy, "-");
+  // The same copy into shared memory (a memfd), where the slots live: the floor a publish writes to.
+  const StoragePtr shared = Storage::allocate_shared(src.size());
+  const double t_shared = bench::time_per_call([&] { std::memcpy(shared->data(), src.data(), src.size()); });
+  add_row(table, "memcpy into shared memory", bytes, t_shared, t_memcpy, "-");
 
   WeightPublisher publisher(name, {.threads = config.threads});
   publisher.publish(versions[0]);
