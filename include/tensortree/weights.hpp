@@ -96,7 +96,8 @@ class TT_API WeightLease {
 };
 
 // The learner's side. One publisher per name at a time (a second one while the first lives is
-// InvalidArgument). Move-only; a moved-from publisher may only be destroyed or assigned to.
+// InvalidArgument); publish from one thread at a time. Move-only; a moved-from publisher may only
+// be destroyed or assigned to.
 class TT_API WeightPublisher {
  public:
   // `name`: a plain name lives in /dev/shm; a name with a '/' is a file path (a directory on any

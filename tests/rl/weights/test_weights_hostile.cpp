@@ -174,7 +174,7 @@ struct Sleeper {
 
 }  // namespace
 
-TEST_CASE("a lease word whose pid now names another process is reclaimed; a live holder's blocks") {
+TEST_CASE("a lease word whose pid now names another process is reclaimed, garbage ignored; a live holder's blocks") {
   const std::string name = unique_name("reuse");
   WeightPublisher publisher(name, {.slots = 3, .max_leases = 4, .timeout = std::chrono::milliseconds(200)});
   publisher.publish(make_params(1));  // slot 0; slots 1 and 2 are the candidates
@@ -190,7 +190,11 @@ TEST_CASE("a lease word whose pid now names another process is reclaimed; a live
   const rl::ProcessIdentity reused{holder.identity.pid, holder.identity.start + 1};
   words[0].value = rl::encode_lease(reused, 1);
   words[1].value = rl::encode_lease(reused, 2);
+  // Garbage besides: a slot that does not exist, and pid 0 (no process) on a real one.
+  words[2].value = rl::encode_lease(holder.identity, 200);
+  words[3].value = rl::encode_lease({0, 0}, 2);
   REQUIRE(publisher.publish(make_params(2)) == 2);
+  REQUIRE(params_mismatch(WeightSubscriber(name).latest().tree(), 2).empty());
 
   // The same words from the live holder pin both slots that are not the newest.
   REQUIRE(words[0].value.load() + words[1].value.load() != 0);  // only the slot written was reclaimed
