@@ -27,10 +27,12 @@ SOURCE_SUFFIXES = {".cpp", ".hpp", ".cu", ".h"}
 
 
 def parse_pairs(values):
+    """NAME=A,B pairs as {NAME: [A, B]}; a name given again adds to its list (each part of a layer
+    declares its own public headers)."""
     table = {}
     for value in values:
         name, _, items = value.partition("=")
-        table[name] = [item for item in items.split(",") if item]
+        table.setdefault(name, []).extend(item for item in items.split(",") if item)
     return table
 
 

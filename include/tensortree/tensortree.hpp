@@ -24,3 +24,6 @@
 #include "tensortree/device_mesh.hpp"
 #include "tensortree/dist_context.hpp"
 #include "tensortree/dist_ops.hpp"
+#include "tensortree/replay_buffer.hpp"
+#include "tensortree/weights.hpp"
+#include "tensortree/policy_version.hpp"
