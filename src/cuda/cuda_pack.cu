@@ -9,14 +9,13 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
-#include <string>
 #include <vector>
 
 #include "core/cuda_api.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
+#include "cuda/cuda_messages.hpp"
 #include "cuda/stream_order.hpp"
-#include "tensortree/error.hpp"
 
 namespace tensortree::cuda {
 
@@ -188,10 +187,7 @@ void pack(PackDirection direction, std::span<const PackSegment> segments, std::s
           std::byte* buffer, std::uint64_t total_bytes, int device) {
   const std::uint64_t chunk_count = count_chunks(direction, segments, total_bytes);
   if (chunk_count == 0) return;
-  if (chunk_count > kMaxBlocks) {
-    throw InvalidArgument("cuda pack: " + std::to_string(total_bytes) + " bytes need more than " +
-                          std::to_string(kMaxBlocks) + " chunks of " + std::to_string(kChunkBytes) + " bytes");
-  }
+  if (chunk_count > kMaxBlocks) throw_too_many_pack_chunks(total_bytes, kMaxBlocks, kChunkBytes);
   const std::size_t chunk_bytes = align_up(static_cast<std::size_t>(chunk_count) * sizeof(Chunk));
   const std::size_t segment_bytes = align_up(segments.size() * sizeof(PackSegment));
   const std::size_t strided_bytes = align_up(strided.size() * sizeof(StridedView));

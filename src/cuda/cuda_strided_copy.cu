@@ -2,13 +2,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <string>
 
 #include "core/cuda_api.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
+#include "cuda/cuda_messages.hpp"
 #include "cuda/stream_order.hpp"
-#include "tensortree/error.hpp"
 
 namespace tensortree::cuda {
 
@@ -61,7 +60,7 @@ void copy_strided(const detail::StridedView& dst, const detail::StridedView& src
     case 8: launch<std::uint64_t>(dst, src, numel); break;
     case 16: launch<Bytes16>(dst, src, numel); break;
     default:
-      throw InvalidArgument("strided copy of " + std::to_string(itemsize) + "-byte elements is not supported");
+      throw_unsupported_element_size(itemsize);
   }
   TT_CUDA_CHECK(cudaGetLastError());
   TT_CUDA_CHECK(cudaDeviceSynchronize());

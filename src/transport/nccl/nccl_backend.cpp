@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text_format.hpp"
 #include "cuda/cuda_device_guard.hpp"
 #include "transport/nccl/nccl_check.hpp"
 #include "transport/nccl/nccl_handles.hpp"
@@ -231,26 +232,24 @@ class NcclBackend final : public Engine {
     if (tensor.defined() && tensor.device() == expected && tensor.is_contiguous()) return;
     std::string got = "an undefined tensor";
     if (tensor.defined()) {
-      got = (tensor.is_contiguous() ? "a tensor on " : "a non-contiguous tensor on ") + tensor.device().str();
+      got = fmt::format("{} on {}", tensor.is_contiguous() ? "a tensor" : "a non-contiguous tensor", tensor.device());
     }
-    throw InvalidArgument("nccl " + std::string(op) + ": " + std::string(name) +
-                          " must be a contiguous tensor on " + expected.str() +
-                          " (the group's device), got " + got);
+    throw InvalidArgument(fmt::format("nccl {}: {} must be a contiguous tensor on {} (the group's device), got {}", op,
+                                      name, expected, got));
   }
 
   // Checked before NCCL's group opens, where the counts are read and nothing else may throw.
   void check_counts(std::span<const std::int64_t> counts, std::string_view name) const {
     if (counts.size() != static_cast<std::size_t>(size())) {
-      throw InvalidArgument("nccl all_to_all: " + std::string(name) + " holds " +
-                            std::to_string(counts.size()) + " counts for a group of size " +
-                            std::to_string(size()));
+      throw InvalidArgument(fmt::format("nccl all_to_all: {} holds {} counts for a group of size {}", name,
+                                        counts.size(), size()));
     }
   }
 
   static void check_source(int src, std::string_view op) {
     if (src == kAnySource) {
-      throw NotSupported("nccl does not support " + std::string(op) +
-                         " from any source: NCCL matches a receive to one named peer");
+      throw NotSupported(fmt::format("nccl does not support {} from any source: NCCL matches a receive to one named "
+                                     "peer", op));
     }
   }
 
@@ -260,14 +259,12 @@ class NcclBackend final : public Engine {
 
 void check_arguments(int rank, int size, int device) {
   if (size < 1 || rank < 0 || rank >= size) {
-    throw InvalidArgument("make_nccl_backend: rank " + std::to_string(rank) +
-                          " is not a rank of a group of size " + std::to_string(size));
+    throw InvalidArgument(fmt::format("make_nccl_backend: rank {} is not a rank of a group of size {}", rank, size));
   }
   const int devices = cuda_device_count();
   if (device < 0 || device >= devices) {
-    throw InvalidArgument("make_nccl_backend: rank " + std::to_string(rank) +
-                          " asked for cuda:" + std::to_string(device) + " but " + std::to_string(devices) +
-                          " CUDA devices are usable");
+    throw InvalidArgument(fmt::format("make_nccl_backend: rank {} asked for cuda:{} but {} CUDA devices are usable",
+                                      rank, device, devices));
   }
 }
 

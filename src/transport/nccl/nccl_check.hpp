@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/foreign_error.hpp"
+#include "core/text_format.hpp"
 
 #if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 7, 0)
 #error "the NCCL backend needs NCCL 2.7 or newer (ncclSend / ncclRecv)"
@@ -36,16 +37,13 @@ namespace tensortree::detail {
 
 // NCCL's name for the status, and the detail it logged for the most recent failure when it has one.
 inline std::string nccl_error_text(ncclResult_t status) {
-  std::string text = ncclGetErrorString(status);
+  const char* name = ncclGetErrorString(status);
 #if TT_NCCL_HAS_LAST_ERROR
   // The communicator argument is unused: NCCL keeps one process-wide last error.
   const char* detail = ncclGetLastError(nullptr);
-  if (detail != nullptr && *detail != '\0') {
-    text += ": ";
-    text += detail;
-  }
+  if (detail != nullptr && *detail != '\0') return fmt::format("{}: {}", name, detail);
 #endif
-  return text;
+  return name;
 }
 
 [[noreturn]] inline void throw_nccl_error(ncclResult_t status, const char* call, const char* file, int line) {

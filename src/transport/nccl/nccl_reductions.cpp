@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "comm/reduction_rules.hpp"
+#include "core/text_format.hpp"
 #include "transport/nccl/nccl_check.hpp"
 #include "tensortree/device.hpp"
 #include "tensortree/error.hpp"
@@ -13,13 +14,8 @@ namespace tensortree::detail {
 
 namespace {
 
-std::string nccl_version() {
-  return std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
-}
-
 [[noreturn]] void cannot_reduce(DType dtype, ReduceOp op, std::string_view why) {
-  throw NotSupported("nccl does not support " + std::string(reduce_op_name(op)) + " on " +
-                     std::string(dtype_name(dtype)) + " tensors: " + std::string(why));
+  throw NotSupported(fmt::format("nccl does not support {} on {} tensors: {}", op, dtype, why));
 }
 
 // The NCCL type that computes on `dtype`'s values, where NCCL has one.
@@ -101,7 +97,10 @@ NcclReduction reduction_for(DType dtype, ReduceOp op) {
     cannot_reduce(dtype, op, "NCCL has no float8 average");
   }
   const std::optional<ncclDataType_t> type = arithmetic_type(dtype);
-  if (!type) cannot_reduce(dtype, op, "NCCL " + nccl_version() + " has no arithmetic on this element type");
+  if (!type) {
+    cannot_reduce(dtype, op, fmt::format("NCCL {}.{}.{} has no arithmetic on this element type", NCCL_MAJOR, NCCL_MINOR,
+                                         NCCL_PATCH));
+  }
   return arithmetic_reduction(*type, 1, dtype, op);
 }
 

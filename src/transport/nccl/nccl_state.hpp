@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/text_format.hpp"
 #include "cuda/cuda_check.hpp"
 #include "transport/nccl/nccl_check.hpp"
 #include "cuda/cuda_handles.hpp"
@@ -38,14 +39,14 @@ class NcclState {
   // The longest a wait on one operation may last (the group's GroupOptions::timeout).
   std::chrono::milliseconds timeout() const { return timeout_; }
   std::string where() const {
-    return "rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " on cuda:" + std::to_string(device_);
+    return fmt::format("rank {} of {} on cuda:{}", rank_, size_, device_);
   }
 
   // Group::abort: NCCL's kernels stop waiting for peers, and every later use throws.
   void abort(const std::string& reason) {
     std::lock_guard lock(mutex_);
     if (comm_.aborted()) return;
-    abort_reason_ = reason + " (Group::abort)";
+    abort_reason_ = fmt::format("{} (Group::abort)", reason);
     comm_.abort();
   }
   bool aborted() {
@@ -77,8 +78,8 @@ class NcclState {
     ncclResult_t status = ncclSuccess;
     TT_NCCL_CHECK(ncclCommGetAsyncError(comm_.get(), &status));
     if (status == ncclSuccess || status == ncclInProgress) return;
-    const std::string text = nccl_error_text(status) + " (" + where() + "; the communicator was aborted)";
-    abort_reason_ = "an earlier error: " + text;
+    const std::string text = fmt::format("{} ({}; the communicator was aborted)", nccl_error_text(status), where());
+    abort_reason_ = fmt::format("an earlier error: {}", text);
     comm_.abort();
     throw_foreign_error("NCCL", "ncclCommGetAsyncError", text, static_cast<long>(status), __FILE__, __LINE__);
   }
@@ -86,8 +87,8 @@ class NcclState {
  private:
   void throw_if_aborted() const {
     if (comm_.aborted()) {
-      throw BackendError("the NCCL communicator of " + where() + " was aborted after " + abort_reason_ +
-                         "; create a new group");
+      throw BackendError(fmt::format("the NCCL communicator of {} was aborted after {}; create a new group", where(),
+                                     abort_reason_));
     }
   }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/abandoned_operations.hpp"
+#include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
 #include "cuda/cuda_handles.hpp"
 #include "transport/nccl/nccl_handles.hpp"
@@ -68,10 +69,9 @@ class NcclWork final : public Work {
   void block() override {
     try {
       wait_bounded([this] { return test(); }, state_->timeout(), [this] {
-        return Timeout(state_->where() + ": an NCCL operation did not complete within the group's timeout of " +
-                       std::to_string(state_->timeout().count()) +
-                       " ms (GroupOptions::timeout); it is still queued and may be waited for again, or "
-                       "Group::abort ends it");
+        return Timeout(fmt::format("{}: an NCCL operation did not complete within the group's timeout of {} ms "
+                                   "(GroupOptions::timeout); it is still queued and may be waited for again, or "
+                                   "Group::abort ends it", state_->where(), state_->timeout().count()));
       });
     } catch (const Timeout&) {
       timed_out_ = true;

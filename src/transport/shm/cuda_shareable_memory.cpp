@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/cuda_api.hpp"
+#include "core/text_format.hpp"
 #include "cuda/cuda_ipc.hpp"
 #include "tensortree/error.hpp"
 
@@ -110,8 +111,8 @@ void CudaShareableMemory::publish(const ExportedRegion& region) {
 std::shared_ptr<ImportedRegion> CudaShareableMemory::open(const RegionHandle& handle, std::uint64_t nbytes) {
   auto opened = std::make_shared<OpenedPeerAllocation>(handle, device_.index());
   if (opened->mapped_bytes() < nbytes) {
-    throw CorruptData("CUDA IPC: the peer's allocation holds " + std::to_string(opened->mapped_bytes()) +
-                      " bytes, fewer than the " + std::to_string(nbytes) + " announced");
+    throw CorruptData(fmt::format("CUDA IPC: the peer's allocation holds {} bytes, fewer than the {} announced",
+                                  opened->mapped_bytes(), nbytes));
   }
   return opened;
 }

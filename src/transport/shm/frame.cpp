@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -32,7 +33,7 @@ T get(const std::byte* at) {
 }
 
 [[noreturn]] void corrupt(int sender, const std::string& problem) {
-  throw CorruptData("node-local transport: the frame from rank " + std::to_string(sender) + " has " + problem);
+  throw CorruptData(fmt::format("node-local transport: the frame from rank {} has {}", sender, problem));
 }
 
 }  // namespace
@@ -50,7 +51,7 @@ void encode_frame(const Frame& frame, std::byte* header) {
 }
 
 Frame decode_frame_header(std::span<const std::byte> message, int sender) {
-  if (message.size() < kFrameHeaderBytes) corrupt(sender, std::to_string(message.size()) + " bytes, less than a header");
+  if (message.size() < kFrameHeaderBytes) corrupt(sender, fmt::format("{} bytes, less than a header", message.size()));
   const std::byte* header = message.data();
   if (get<std::uint32_t>(header + kMagicAt) != kFrameMagic) corrupt(sender, "no frame magic");
   if (get<std::uint8_t>(header + kVersionAt) != kFrameVersion) corrupt(sender, "an unknown frame version");
@@ -63,7 +64,7 @@ Frame decode_frame_header(std::span<const std::byte> message, int sender) {
   Frame frame;
   const auto kind = get<std::uint8_t>(header + kKindAt);
   if (kind < static_cast<std::uint8_t>(FrameKind::Inline) || kind > static_cast<std::uint8_t>(FrameKind::Streamed)) {
-    corrupt(sender, "frame kind " + std::to_string(kind));
+    corrupt(sender, fmt::format("frame kind {}", kind));
   }
   frame.kind = static_cast<FrameKind>(kind);
   frame.length = get<std::uint64_t>(header + kLengthAt);
@@ -77,7 +78,7 @@ Frame decode_frame(std::span<const std::byte> message, int sender) {
   const Frame frame = decode_frame_header(message, sender);
   const std::uint64_t follows = message.size() - kFrameHeaderBytes;
   if (frame.kind == FrameKind::Inline && frame.length != follows) {
-    corrupt(sender, "an inline length of " + std::to_string(frame.length) + " bytes over " + std::to_string(follows));
+    corrupt(sender, fmt::format("an inline length of {} bytes over {}", frame.length, follows));
   }
   if (in_region(frame.kind) && follows != 0) corrupt(sender, "bytes after a region frame");
   return frame;
@@ -89,9 +90,9 @@ void encode_ack(const Ack& ack, std::byte* out) {
 }
 
 Ack decode_ack(std::span<const std::byte> message, int sender) {
-  if (message.size() != kAckBytes) corrupt(sender, "an acknowledgement of " + std::to_string(message.size()) + " bytes");
+  if (message.size() != kAckBytes) corrupt(sender, fmt::format("an acknowledgement of {} bytes", message.size()));
   const auto status = get<std::uint64_t>(message.data() + 8);
-  if (status > 1) corrupt(sender, "an acknowledgement status of " + std::to_string(status));
+  if (status > 1) corrupt(sender, fmt::format("an acknowledgement status of {}", status));
   return {get<std::uint64_t>(message.data()), status == 1};
 }
 

@@ -9,6 +9,7 @@
 
 #include "comm/abandoned_operations.hpp"
 #include "core/checked_math.hpp"
+#include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/shm/frame.hpp"
 #include "transport/shm/incoming_frames.hpp"
@@ -38,13 +39,13 @@ struct NodeLocalBackend::State {
   template <class Done>
   void wait_for(const std::string& what, Done&& done, std::chrono::milliseconds limit) {
     const auto done_or_aborted = [&] {
-      aborted.throw_if_raised([&] { return "rank " + std::to_string(control->rank()) + ": " + what; });
+      aborted.throw_if_raised([&] { return fmt::format("rank {}: {}", control->rank(), what); });
       return done();
     };
     wait_bounded(done_or_aborted, limit, [&] {
-      return Timeout("rank " + std::to_string(control->rank()) + ": " + what + " did not complete within the group's timeout of " +
-                     std::to_string(options.timeout.count()) +
-                     " ms (GroupOptions::timeout); wait again, or end the group with Group::abort");
+      return Timeout(fmt::format("rank {}: {} did not complete within the group's timeout of {} ms "
+                                 "(GroupOptions::timeout); wait again, or end the group with Group::abort",
+                                 control->rank(), what, options.timeout.count()));
     }, WaitStyle::Spin);
   }
   template <class Done>
@@ -63,8 +64,8 @@ struct NodeLocalBackend::State {
     try {
       const std::optional<std::uint64_t> end = checked_add(frame.offset, frame.length);
       if (!end) {
-        throw CorruptData("node-local transport: the frame from rank " + std::to_string(peer) +
-                          " reaches past 2^64 bytes (offset " + std::to_string(frame.offset) + ")");
+        throw CorruptData(fmt::format("node-local transport: the frame from rank {} reaches past 2^64 bytes "
+                                      "(offset {})", peer, frame.offset));
       }
       const std::shared_ptr<ImportedRegion> region = imported.open(peer, frame.handle, *end);
       if (frame.kind == FrameKind::Streamed) {
@@ -74,10 +75,12 @@ struct NodeLocalBackend::State {
       }
     } catch (const CorruptData& error) {
       acknowledge(peer, frame.token, false);
-      throw CorruptData("node-local transport: rank " + std::to_string(peer) + " sent a frame naming memory this rank refuses: " + error.what());
+      throw CorruptData(fmt::format("node-local transport: rank {} sent a frame naming memory this rank refuses: {}",
+                                    peer, error.what()));
     } catch (const BackendError& error) {
       acknowledge(peer, frame.token, false);
-      throw BackendError("node-local transport: the memory rank " + std::to_string(peer) + "'s frame names cannot be opened: " + error.what());
+      throw BackendError(fmt::format("node-local transport: the memory rank {}'s frame names cannot be opened: {}",
+                                     peer, error.what()));
     } catch (...) {
       acknowledge(peer, frame.token, false);
       throw;
@@ -91,8 +94,9 @@ struct NodeLocalBackend::State {
   // a time gets no more).
   void copy_streamed(int peer, ImportedRegion& region, const Frame& frame, const Tensor& destination) {
     if (!memory->streams() || frame.offset < kProgressBytes) {
-      throw CorruptData("a streamed payload at offset " + std::to_string(frame.offset) +
-                        (memory->streams() ? ", over its region's progress count" : " in memory that is not streamed"));
+      throw CorruptData(fmt::format("a streamed payload at offset {}{}", frame.offset,
+                                    memory->streams() ? ", over its region's progress count"
+                                                      : " in memory that is not streamed"));
     }
     const auto deadline = std::chrono::steady_clock::now() + options.timeout;
     std::uint64_t copied = 0;
@@ -100,14 +104,14 @@ struct NodeLocalBackend::State {
       std::uint64_t written = memory->streamed_bytes(region);
       if (written == copied) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        wait_for("recv from rank " + std::to_string(peer) + " (waiting for it to write its payload)", [&] {
+        wait_for(fmt::format("recv from rank {} (waiting for it to write its payload)", peer), [&] {
           written = memory->streamed_bytes(region);
           return written != copied;
         }, std::max(left, std::chrono::milliseconds(0)));
       }
       if (written < copied || written > frame.length) {
-        throw CorruptData("a progress count of " + std::to_string(written) + " bytes after " + std::to_string(copied) +
-                          ", of a payload of " + std::to_string(frame.length));
+        throw CorruptData(fmt::format("a progress count of {} bytes after {}, of a payload of {}", written, copied,
+                                      frame.length));
       }
       memory->copy_out_part(region, frame.offset, destination, copied, written);
       copied = written;
@@ -121,17 +125,16 @@ struct NodeLocalBackend::State {
     const std::string unit = whole ? " elements" : " bytes";
     const std::uint64_t sent = whole ? bytes / item : bytes;
     const std::uint64_t room = whole ? static_cast<std::uint64_t>(destination.numel()) : destination.nbytes();
-    return "rank " + std::to_string(control->rank()) + " received " + std::to_string(sent) + unit + " from rank " +
-           std::to_string(peer) + " (tag " + std::to_string(tag) + ") into a tensor of " + std::to_string(room) + unit;
+    return fmt::format("rank {} received {}{} from rank {} (tag {}) into a tensor of {}{}", control->rank(), sent, unit,
+                       peer, tag, room, unit);
   }
 
   // A buffer for a frame of `bytes` from the node-local `peer`, bounded before it is allocated.
   Tensor frame_buffer(int peer, std::uint64_t bytes) const {
     const std::size_t largest = kFrameHeaderBytes + options.inline_bytes;
     if (bytes > largest) {
-      throw CorruptData("node-local transport: rank " + std::to_string(peer) + " sent a frame of " +
-                        std::to_string(bytes) + " bytes, more than the " + std::to_string(largest) +
-                        " a frame may have");
+      throw CorruptData(fmt::format("node-local transport: rank {} sent a frame of {} bytes, more than the {} a frame "
+                                    "may have", peer, bytes, largest));
     }
     return Tensor::empty({static_cast<std::int64_t>(bytes)}, {DType::UInt8});
   }
@@ -224,7 +227,7 @@ class AwaitAck final : public Work {
     return acked_;
   }
   void block() override {
-    state_->wait_for("send to rank " + std::to_string(peer_) + " (waiting for it to take the shared memory)",
+    state_->wait_for(fmt::format("send to rank {} (waiting for it to take the shared memory)", peer_),
                      [this] { return test(); });
   }
 
@@ -261,8 +264,8 @@ class FrameReceive final : public Work {
     return receive_->settled();
   }
   void block() override {
-    const std::string from = peer_ == kAnySource ? "any rank" : "rank " + std::to_string(peer_);
-    state_->wait_for("recv with " + from, [this] { return test(); });
+    state_->wait_for(peer_ == kAnySource ? "recv with any rank" : fmt::format("recv with rank {}", peer_),
+                     [this] { return test(); });
   }
   void finish() override {
     if (const std::exception_ptr error = receive_->error()) std::rethrow_exception(error);
@@ -304,8 +307,8 @@ NodeLocalBackend::NodeLocalBackend(std::shared_ptr<ShareableMemory> memory, std:
                                    std::vector<std::uint8_t> local, NodeLocalOptions options)
     : control_(control) {
   if (static_cast<int>(local.size()) != control->size()) {
-    throw InvalidArgument("NodeLocalBackend: " + std::to_string(local.size()) + " peer flags for a group of " +
-                          std::to_string(control->size()));
+    throw InvalidArgument(fmt::format("NodeLocalBackend: {} peer flags for a group of {}", local.size(),
+                                      control->size()));
   }
   name_ = "shared memory (" + std::string(memory->name()) + ")";
   state_ = std::make_shared<State>(std::move(memory), std::move(control), std::move(local), options);
@@ -315,8 +318,8 @@ bool NodeLocalBackend::is_local(int peer) const { return state_->is_local(peer);
 
 void NodeLocalBackend::require_local(int peer, const char* operation) const {
   if (peer == kAnySource || is_local(peer)) return;
-  throw InvalidArgument(std::string(operation) + " with rank " + std::to_string(peer) + " on " + name_ +
-                        ": that rank is not served through this node's memory (the group gives it another transport)");
+  throw InvalidArgument(fmt::format("{} with rank {} on {}: that rank is not served through this node's memory (the "
+                                    "group gives it another transport)", operation, peer, name_));
 }
 
 // Only while receives wait: otherwise the other transport's Work is returned as it is, and keeps
@@ -418,7 +421,7 @@ ReceivedMessage NodeLocalBackend::recv_message(int src, int tag) {
     if (is_local(source)) return *bytes = state_->frame_buffer(source, length);
     return *bytes = Tensor::empty({static_cast<std::int64_t>(length)}, {DType::UInt8});
   });
-  state.wait_for(src == kAnySource ? "recv_message from any rank" : "recv_message with rank " + std::to_string(src), [&] {
+  state.wait_for(src == kAnySource ? "recv_message from any rank" : fmt::format("recv_message with rank {}", src), [&] {
     state.incoming.progress();
     return arrived->is_completed();
   });
@@ -429,10 +432,9 @@ ReceivedMessage NodeLocalBackend::recv_message(int src, int tag) {
   const Frame frame = decode_frame({first, received.bytes.nbytes()}, received.source);
   if (in_region(frame.kind) && frame.length > state.options.max_message_bytes) {
     state.acknowledge(received.source, frame.token, false);
-    throw CorruptData("recv_message: rank " + std::to_string(received.source) + " sent a message of " +
-                      std::to_string(frame.length) + " bytes, more than this rank's limit of " +
-                      std::to_string(state.options.max_message_bytes) +
-                      " bytes (GroupOptions::max_message_bytes); nothing was allocated");
+    throw CorruptData(fmt::format("recv_message: rank {} sent a message of {} bytes, more than this rank's limit of {} "
+                                  "bytes (GroupOptions::max_message_bytes); nothing was allocated", received.source,
+                                  frame.length, state.options.max_message_bytes));
   }
   Tensor payload = Tensor::empty({static_cast<std::int64_t>(frame.length)}, {DType::UInt8});
   if (frame.kind == FrameKind::Inline) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
 #include "transport/shm/frame.hpp"
 #include "tensortree/error.hpp"
@@ -96,8 +97,8 @@ void OutgoingRegions::collect_locked(int peer) {
     const Ack ack = decode_ack({first, kAckBytes}, peer);
     const auto found = state.pending.find(ack.token);
     if (found == state.pending.end()) {
-      throw CorruptData("node-local transport: rank " + std::to_string(peer) + " acknowledged transfer " +
-                        std::to_string(ack.token) + ", which is not waiting for one");
+      throw CorruptData(fmt::format("node-local transport: rank {} acknowledged transfer {}, which is not waiting for "
+                                    "one", peer, ack.token));
     }
     found->second.acked = true;
     if (found->second.held != Held::InPlace) release_locked(state, found->second);

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -9,7 +10,7 @@ namespace tensortree::detail {
 namespace {
 
 [[noreturn]] void no_streaming(const ShareableMemory& memory) {
-  throw NotSupported("node-local transport: " + std::string(memory.name()) + " memory is not streamed");
+  throw NotSupported(fmt::format("node-local transport: {} memory is not streamed", memory.name()));
 }
 
 }  // namespace

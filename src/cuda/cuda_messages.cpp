@@ -1,0 +1,17 @@
+#include "cuda/cuda_messages.hpp"
+
+#include "core/text_format.hpp"
+#include "tensortree/error.hpp"
+
+namespace tensortree::cuda {
+
+void throw_unsupported_element_size(std::size_t itemsize) {
+  throw InvalidArgument(fmt::format("strided copy of {}-byte elements is not supported", itemsize));
+}
+
+void throw_too_many_pack_chunks(std::uint64_t total_bytes, std::size_t max_chunks, std::size_t chunk_bytes) {
+  throw InvalidArgument(fmt::format("cuda pack: {} bytes need more than {} chunks of {} bytes", total_bytes, max_chunks,
+                                    chunk_bytes));
+}
+
+}  // namespace tensortree::cuda
