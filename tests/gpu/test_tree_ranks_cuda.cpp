@@ -187,7 +187,7 @@ int failures_everywhere(int local) {
 
 #endif  // TT_HAVE_MPI
 
-int main(int argc, char* argv[]) {
+int main([[maybe_unused]] int argc, [[maybe_unused]] char* argv[]) {
   constexpr int kSkipped = 77;
   if (tensortree::cuda_device_count() == 0) {
     std::cout << "GPU tests skipped: no CUDA device found (" << tensortree::build_features() << ")\n";
