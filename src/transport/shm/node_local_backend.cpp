@@ -338,6 +338,26 @@ TransportCapabilities NodeLocalBackend::capabilities() const {
   return capabilities;
 }
 
+namespace {
+
+// Tells the outgoing regions when this sender stops writing a streamed region, however send()
+// leaves: until then a receiver's early refusal must not hand the region to another sender.
+class StreamedWrite {
+ public:
+  StreamedWrite(OutgoingRegions& outgoing, int peer, std::uint64_t token)
+      : outgoing_(outgoing), peer_(peer), token_(token) {}
+  StreamedWrite(const StreamedWrite&) = delete;
+  StreamedWrite& operator=(const StreamedWrite&) = delete;
+  ~StreamedWrite() { outgoing_.finished_writing(peer_, token_); }
+
+ private:
+  OutgoingRegions& outgoing_;
+  int peer_;
+  std::uint64_t token_;
+};
+
+}  // namespace
+
 WorkPtr NodeLocalBackend::send(const Tensor& tensor, int dst, int tag) {
   require_local(dst, "send");
   State& state = *state_;
@@ -368,13 +388,17 @@ WorkPtr NodeLocalBackend::send(const Tensor& tensor, int dst, int tag) {
   const ExportedRegion target = region;
   if (!streamed) state.memory->copy_in(tensor, region);
   const std::uint64_t token = state.outgoing.expect_ack(
-      dst, std::move(region), eager ? OutgoingRegions::Held::Copy : OutgoingRegions::Held::AwaitedCopy);
+      dst, std::move(region), eager ? OutgoingRegions::Held::Copy : OutgoingRegions::Held::AwaitedCopy, streamed);
   const Frame frame = streamed ? Frame{FrameKind::Streamed, nbytes, kProgressBytes, token, target.handle}
                                : Frame{FrameKind::Region, nbytes, 0, token, target.handle};
+  // However this call ends, the streamed region goes back to the pool only after its last write.
+  std::optional<StreamedWrite> writing;
+  if (streamed) writing.emplace(state.outgoing, dst, token);
   encode_frame(frame, header_of(message));
   if (streamed) state.memory->start_stream(target);  // a pooled region still counts its last payload
   WorkPtr frame_sent = control_->send(message, dst, tag);
   if (streamed) state.memory->copy_in_streamed(tensor, target, chunk);
+  writing.reset();
   if (eager) return frame_sent;
   return std::make_shared<AwaitAck>(state_, dst, token, std::move(frame_sent), Tensor());
 }

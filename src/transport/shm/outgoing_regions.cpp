@@ -66,7 +66,7 @@ ExportedRegion OutgoingRegions::take(std::size_t nbytes) {
   return memory_.allocate(region_size(nbytes));
 }
 
-std::uint64_t OutgoingRegions::expect_ack(int peer, ExportedRegion region, Held held) {
+std::uint64_t OutgoingRegions::expect_ack(int peer, ExportedRegion region, Held held, bool being_written) {
   Tensor bytes = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
   WorkPtr work = control_.recv(bytes, peer, kAckTag);
   const std::lock_guard lock(mutex_);
@@ -76,7 +76,7 @@ std::uint64_t OutgoingRegions::expect_ack(int peer, ExportedRegion region, Held 
     state.pending_copies += 1;
     state.pending_bytes += region.storage->nbytes();
   }
-  state.pending.emplace(token, Pending{std::move(region), held, false});
+  state.pending.emplace(token, Pending{std::move(region), held, false, being_written});
   state.receives.push_back({std::move(work), std::move(bytes)});
   return token;
 }
@@ -101,9 +101,24 @@ void OutgoingRegions::collect_locked(int peer) {
                                     "one", peer, ack.token));
     }
     found->second.acked = true;
-    if (found->second.held != Held::InPlace) release_locked(state, found->second);
-    if (found->second.held == Held::Copy) state.pending.erase(found);  // nobody asks after it
+    settle_locked(state, found);
   }
+}
+
+void OutgoingRegions::finished_writing(int peer, std::uint64_t token) {
+  const std::lock_guard lock(mutex_);
+  Peer& state = peers_[static_cast<std::size_t>(peer)];
+  const auto found = state.pending.find(token);
+  if (found == state.pending.end()) return;
+  found->second.being_written = false;
+  settle_locked(state, found);
+}
+
+void OutgoingRegions::settle_locked(Peer& peer, std::map<std::uint64_t, Pending>::iterator transfer) {
+  Pending& pending = transfer->second;
+  if (!pending.acked || pending.being_written || pending.held == Held::InPlace || !pending.region.storage) return;
+  release_locked(peer, pending);
+  if (pending.held == Held::Copy) peer.pending.erase(transfer);
 }
 
 // Back to the pool, making room by dropping the least recently released regions: those are the

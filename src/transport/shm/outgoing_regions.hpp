@@ -39,8 +39,12 @@ class OutgoingRegions {
     AwaitedCopy,  // a pooled copy beyond the peer's allowance; back to the pool, and its Work asks
   };
   // Records a transfer from `region` to `peer` that waits for its acknowledgement, and posts the
-  // receive of that acknowledgement; the token goes into the frame.
-  std::uint64_t expect_ack(int peer, ExportedRegion region, Held held);
+  // receive of that acknowledgement; the token goes into the frame. A region still `being_written`
+  // (a streamed payload, copied in after its frame went out) stays out of the pool until
+  // finished_writing, even once acknowledged: a receiver may refuse the frame before the copy ends.
+  std::uint64_t expect_ack(int peer, ExportedRegion region, Held held, bool being_written = false);
+  // The sender has stopped writing the region of transfer `token` to `peer`, done or failed.
+  void finished_writing(int peer, std::uint64_t token);
 
   // Takes in every acknowledgement from `peer` that has arrived. Rethrows a failed receive of one.
   void collect(int peer);
@@ -57,6 +61,7 @@ class OutgoingRegions {
     ExportedRegion region;
     Held held = Held::InPlace;
     bool acked = false;
+    bool being_written = false;
   };
   struct AckReceive {
     WorkPtr work;
@@ -70,6 +75,9 @@ class OutgoingRegions {
   };
 
   void collect_locked(int peer);
+  // A copy acknowledged and no longer written goes back to the pool (a Copy's record with it:
+  // nobody asks after it).
+  void settle_locked(Peer& peer, std::map<std::uint64_t, Pending>::iterator transfer);
   void release_locked(Peer& peer, Pending& pending);
 
   ShareableMemory& memory_;
