@@ -5,12 +5,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "core/text_format.hpp"
 #include "tensortree/dtype.hpp"
 #include "tensortree/error.hpp"
+#include "tensortree/float_types.hpp"
 
 namespace tensortree::detail {
 
@@ -40,6 +43,50 @@ T element_from_double(double v) {
   } else {
     return T(static_cast<float>(v));  // Half, BFloat16, Float8*
   }
+}
+
+// The largest finite value of a floating element type.
+template <class T>
+constexpr double largest_finite() {
+  if constexpr (std::is_same_v<T, Half>) {
+    return 65504.0;
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return 0x1.fep127;
+  } else if constexpr (std::is_same_v<T, Float8E4M3FN>) {
+    return 448.0;
+  } else if constexpr (std::is_same_v<T, Float8E5M2>) {
+    return 57344.0;
+  } else {
+    return static_cast<double>(std::numeric_limits<T>::max());
+  }
+}
+
+// Whether a scalar `v` fits T as PyTorch's checked conversion of a scalar argument decides
+// (fill_, full): integers must lie within T's range, except that an unsigned type takes a negative
+// value down to -max, wrapping (uint8 takes -1 as 255); floating types take any finite value up to
+// their largest, and infinities and NaN. bool takes anything.
+template <class T>
+bool scalar_fits(double v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return true;
+  } else if constexpr (is_std_complex<T>) {
+    return scalar_fits<typename T::value_type>(v);
+  } else if constexpr (std::is_integral_v<T>) {
+    const double max = static_cast<double>(std::numeric_limits<T>::max());
+    const double lowest = std::is_signed_v<T> ? static_cast<double>(std::numeric_limits<T>::lowest()) : -max;
+    return v >= lowest && v <= max;
+  } else {
+    return !std::isfinite(v) || std::fabs(v) <= largest_finite<T>();
+  }
+}
+
+// `v` as an element of T, InvalidArgument naming `op` where it does not fit (scalar_fits).
+template <class T>
+T scalar_to_element(double v, std::string_view op) {
+  if (!scalar_fits<T>(v)) {
+    throw InvalidArgument(fmt::format("{}: value {} cannot be converted to {} without overflow", op, v, dtype_v<T>));
+  }
+  return element_from_double<T>(v);
 }
 
 // Reads one element at `p` (any alignment). Bools are read as bytes: any non-zero byte is true.

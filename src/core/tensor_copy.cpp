@@ -68,6 +68,7 @@ void Tensor::copy_(const Tensor& src) const {
 
 void Tensor::fill_(double value) const {
   check_defined("fill_");
+  visit_dtype(dtype_, [&](auto tag) { detail::scalar_to_element<decltype(tag)>(value, "fill_"); });
   if (numel() == 0) return;
   if (!device().is_cpu() || !is_contiguous()) {
     copy_(full(shape_, value, {dtype_, Device::cpu(), false}));
@@ -75,7 +76,7 @@ void Tensor::fill_(double value) const {
   }
   visit_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
-    const T v = detail::element_from_double<T>(value);
+    const T v = detail::scalar_to_element<T>(value, "fill_");
     auto* out = static_cast<T*>(data_ptr());
     std::fill(out, out + numel(), v);
   });

@@ -71,7 +71,7 @@ void Tensor::masked_fill_(const Tensor& mask, double value) const {
   const std::array<Strides, 2> strides{target.strides(), m.strides()};
   visit_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
-    const T v = detail::element_from_double<T>(value);
+    const T v = detail::scalar_to_element<T>(value, "masked_fill_");
     auto* dst = static_cast<std::byte*>(target.data_ptr());
     detail::for_each_offset(shape_, strides, [&](const std::array<std::int64_t, 2>& at) {
       if (mask_at(m, at[1])) std::memcpy(dst + at[0] * static_cast<std::int64_t>(sizeof(T)), &v, sizeof(T));

@@ -689,3 +689,26 @@ TEST_CASE("byte_view is a contiguous tensor's bytes over the same storage, and r
   CHECK(values.value_at_linear(0) == std::complex<double>(0.0, 0.0));
   CHECK_THROWS_AS(Tensor::arange({2, 3}, 1).transpose(0, 1).byte_view(), InvalidArgument);
 }
+
+TEST_CASE("full and fill_ refuse a value their dtype cannot hold, naming it, as PyTorch does") {
+  CHECK_THROWS_WITH(Tensor::full({2}, 300, {DType::UInt8}),
+                    Catch::Contains("fill_: value 300 cannot be converted to uint8 without overflow"));
+  CHECK_THROWS_AS(Tensor::full({2}, -129, {DType::Int8}), InvalidArgument);
+  CHECK_THROWS_AS(Tensor::full({2}, 70000, {DType::Float16}), InvalidArgument);
+  CHECK_THROWS_AS(Tensor::full({2}, 500, {DType::Float8_e4m3fn}), InvalidArgument);
+  CHECK_THROWS_AS(Tensor::full({2}, 1e39, {DType::Float32}), InvalidArgument);
+  const Tensor bytes = Tensor::zeros({3}, {DType::UInt8});
+  CHECK_THROWS_AS(bytes.fill_(256), InvalidArgument);
+  CHECK_THROWS_AS(bytes.masked_fill_(Tensor::full({3}, 1, {DType::Bool}), 256), InvalidArgument);
+  CHECK(bytes.data<std::uint8_t>()[0] == 0);  // refused before anything was written
+
+  // What fits is stored: the range's ends, a negative wrapping into an unsigned type as -1 fills
+  // a uint8 with 255 in PyTorch, infinities and NaN in floating types.
+  CHECK(Tensor::full({1}, 255, {DType::UInt8}).data<std::uint8_t>()[0] == 255);
+  CHECK(Tensor::full({1}, -1, {DType::UInt8}).data<std::uint8_t>()[0] == 255);
+  CHECK(Tensor::full({1}, -128, {DType::Int8}).data<std::int8_t>()[0] == -128);
+  CHECK(static_cast<float>(Tensor::full({1}, 65504, {DType::Float16}).data<Half>()[0]) == 65504.0f);
+  CHECK(std::isinf(Tensor::full({1}, INFINITY, {DType::Float16}).value_at_linear(0).real()));
+  CHECK(Tensor::full({1}, 1e300, {DType::Float64}).data<double>()[0] == 1e300);
+  CHECK(Tensor::full({1}, 7, {DType::Bool}).data<bool>()[0]);
+}
