@@ -339,6 +339,14 @@ int main(int argc, char** argv) {
     try {
       failures = run_all_ops(context, device, log);
       if (failures > 0) log.error(std::to_string(failures) + " result(s) differ from the expected values");
+      // The verdict of the whole job, on the first rank: every rank's count of wrong results.
+      const Tensor wrong = Tensor::full({1}, failures, {DType::Int64});
+      dist::all_reduce(wrong, context.world(), ReduceOp::Sum);
+      const auto total = wrong.data<std::int64_t>()[0];
+      if (rank == 0) {
+        log.info(total == 0 ? "all_ops: every result on every rank was as expected"
+                            : "all_ops: " + std::to_string(total) + " result(s) differ across the ranks");
+      }
     } catch (const std::exception& error) {
       log.error(std::string("Process failed: ") + error.what());
       // Leaving without finalizing MPI makes mpiexec end the other ranks, which may be waiting
