@@ -2,7 +2,9 @@
 // dist_ops and the PeerTransport interface (no MPI or NCCL here). Wire format: transfer.hpp.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -52,6 +54,11 @@ WorkPtr post_per_leaf(const TensorTree& tree, Device device, P2POp::Kind kind, i
   return dist::batch_isend_irecv(ops, group);
 }
 
+// What a layout mismatch tells the user to do about it.
+constexpr std::string_view kResendLayout =
+    "if the sender changed its keys, dtypes, shapes or batch size, send the new layout once with init_remote "
+    "(from_remote_init here)";
+
 std::string layout_text(std::uint64_t fingerprint, std::uint64_t bytes) {
   return fmt::format("fingerprint {}, {} bytes", fingerprint, bytes);
 }
@@ -74,10 +81,10 @@ WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema
     try {
       std::rethrow_exception(error);
     } catch (const InvalidArgument& wrong_length) {
-      throw SchemaMismatch(fmt::format("recv: the message from {} does not have the length of this tree's layout ({} "
-                                       "+ a {}-byte header): {}", detail::rank_name(src),
-                                       layout_text(schema->fingerprint(), total), kWireHeaderBytes,
-                                       wrong_length.what()));
+      throw SchemaMismatch(fmt::format("recv: the tree from {} does not have the length of this tree's layout ({} "
+                                       "+ a {}-byte header), so the layouts differ ({}); {}",
+                                       detail::rank_name(src), layout_text(schema->fingerprint(), total),
+                                       kWireHeaderBytes, wrong_length.what(), kResendLayout));
     } catch (...) {
     }
   };
@@ -88,13 +95,43 @@ WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema
     const WireHeader header = detail::read_wire_header(buffer->data() + total, buffer->device(), sender, "recv");
     if (header.fingerprint != schema->fingerprint() || header.payload_bytes != total || header.schema_bytes != 0) {
       throw SchemaMismatch(fmt::format("recv: this tree's layout ({}) differs from the layout {} sent ({}); the tree "
-                                       "is unchanged", layout_text(schema->fingerprint(), total),
-                                       detail::rank_name(sender),
-                                       layout_text(header.fingerprint, header.payload_bytes)));
+                                       "is unchanged; {}", layout_text(schema->fingerprint(), total),
+                                       detail::rank_name(sender), layout_text(header.fingerprint, header.payload_bytes),
+                                       kResendLayout));
     }
     deliver(buffer);
   };
   return Work::then(std::move(transfer), std::move(check_and_deliver), std::move(on_error));
+}
+
+// The wire header at the end of `bytes` when they are a whole tree message (payload, then header):
+// what a plain send puts on the wire.
+std::optional<detail::WireHeader> tree_data_header(const Tensor& bytes, int sender) {
+  if (bytes.nbytes() < kWireHeaderBytes) return std::nullopt;
+  const auto* end = static_cast<const std::byte*>(bytes.data_ptr()) + bytes.nbytes();
+  try {
+    const detail::WireHeader header = detail::read_wire_header(end - kWireHeaderBytes, Device::cpu(), sender, "recv");
+    if (header.schema_bytes == 0 && header.payload_bytes == bytes.nbytes() - kWireHeaderBytes) return header;
+  } catch (const CorruptData&) {
+  }
+  return std::nullopt;
+}
+
+// The schema that init_remote sent first. A peer that sent its tree with a plain send instead is
+// told apart from corrupt bytes: the mistake is the pairing, not the data.
+std::shared_ptr<const Schema> announced_schema(const ReceivedMessage& announced) {
+  const auto* first = static_cast<const std::byte*>(announced.bytes.data_ptr());
+  try {
+    return std::make_shared<const Schema>(Schema::decode({first, announced.bytes.nbytes()}));
+  } catch (const CorruptData&) {
+    const std::optional<detail::WireHeader> data = tree_data_header(announced.bytes, announced.source);
+    if (!data) throw;
+    throw SchemaMismatch(fmt::format("from_remote_init: {} sent a tree's data ({}), not its layout: pair "
+                                     "from_remote_init with init_remote on the sender (a plain send goes to a "
+                                     "receiver that holds a tree of the sender's layout)",
+                                     detail::rank_name(announced.source),
+                                     layout_text(data->fingerprint, data->payload_bytes)));
+  }
 }
 
 Tensor bytes_tensor(std::span<const std::byte> bytes) {
@@ -170,8 +207,7 @@ TensorTree TensorTree::from_remote_init(int src, const Group& group, const CommO
   dist::detail::check_tag(options.tag, "tag", op);
   const ReceivedMessage announced =
       dist::detail::peer_transport(group, src, Device::cpu()).recv_message(src, options.tag);
-  const auto* first = static_cast<const std::byte*>(announced.bytes.data_ptr());
-  auto schema = std::make_shared<const Schema>(Schema::decode({first, announced.bytes.nbytes()}));
+  auto schema = announced_schema(announced);
   const Device device = dist::detail::device_of_kind(schema->storage_device());
   // The schema is consistent, but its size is only the peer's word: bounded before allocating.
   const std::uint64_t length = detail::checked_peer_claim(group, announced.source,

@@ -155,3 +155,39 @@ TEST_CASE("in-process: a rank in a collective still takes the node-local frames 
     expect_tree(incoming, 0, 9, "irecv across a barrier", 1);
   });
 }
+
+TEST_CASE("from_remote_init against a plain send says the sender must call init_remote; a layout mismatch says to") {
+  std::string unpaired;
+  std::string changed;
+  run(HostTransport::Auto, 2, [&](const Group& group) {
+    const TensorTree tree = make_tree(trajectory(), {kB}, group.rank(), 1);
+    if (group.rank() == 0) {
+      tree.send(1, group);
+      // Then a tree whose batch size changed after the receiver learned the old layout.
+      const std::vector<LeafDef> longer = {{"obs", DType::UInt8, {kB + 1, 3, 16, 16}},
+                                           {"action", DType::Int64, {kB + 1}},
+                                           {"reward", DType::Float32, {kB + 1}},
+                                           {"next.obs", DType::UInt8, {kB + 1, 3, 16, 16}},
+                                           {"info.episode.return", DType::Float64, {kB + 1, 300}}};
+      make_tree(longer, {kB + 1}, 0, 2).send(1, group);
+      return;
+    }
+    try {
+      (void)TensorTree::from_remote_init(0, group);
+    } catch (const SchemaMismatch& error) {
+      unpaired = error.what();
+    }
+    TensorTree mine = make_tree(trajectory(), {kB}, 1, 1);
+    try {
+      mine.recv(0, group);
+    } catch (const SchemaMismatch& error) {
+      changed = error.what();
+    }
+  });
+  INFO(unpaired);
+  INFO(changed);
+  CHECK(unpaired.find("from_remote_init: rank 0 sent a tree's data (fingerprint") != std::string::npos);
+  CHECK(unpaired.find("pair from_remote_init with init_remote on the sender") != std::string::npos);
+  CHECK(changed.find("the layouts differ") != std::string::npos);
+  CHECK(changed.find("send the new layout once with init_remote") != std::string::npos);
+}
