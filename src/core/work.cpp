@@ -141,37 +141,26 @@ class ChainedWork final : public Work {
   WorkPtr second_;
 };
 
-}  // namespace
-
-namespace {
-
-// `error` again, of the same type, its message behind `context`. Errors of other libraries (and
-// std::bad_alloc) are kept as they are.
-template <class E>
-std::exception_ptr prefixed(const E& error, const std::string& context) {
-  return std::make_exception_ptr(E(context + error.what()));
-}
-
-std::exception_ptr with_context(std::exception_ptr error, const std::string& context) {
+// `error` again, of the same type, its message behind `context`: the first of the types listed it is (a
+// subtype before Error). Errors of other libraries (and std::bad_alloc) are kept as they are.
+template <class First, class... Rest>
+std::exception_ptr prefixed_as(const std::exception_ptr& error, const std::string& context) {
   try {
     std::rethrow_exception(error);
-  } catch (const InvalidArgument& e) {
-    return prefixed(e, context);
-  } catch (const SchemaMismatch& e) {
-    return prefixed(e, context);
-  } catch (const CorruptData& e) {
-    return prefixed(e, context);
-  } catch (const BackendError& e) {
-    return prefixed(e, context);
-  } catch (const Timeout& e) {
-    return prefixed(e, context);
-  } catch (const NotSupported& e) {
-    return prefixed(e, context);
-  } catch (const Error& e) {
-    return prefixed(e, context);
+  } catch (const First& typed) {
+    return std::make_exception_ptr(First(fmt::format("{}{}", context, typed.what())));
   } catch (...) {
-    return error;
+    if constexpr (sizeof...(Rest) > 0) {
+      return prefixed_as<Rest...>(error, context);
+    } else {
+      return error;
+    }
   }
+}
+
+std::exception_ptr with_context(const std::exception_ptr& error, const std::string& context) {
+  return prefixed_as<InvalidArgument, SchemaMismatch, CorruptData, BackendError, Timeout, NotSupported, Error>(
+      error, context);
 }
 
 }  // namespace
