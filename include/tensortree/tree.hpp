@@ -110,7 +110,7 @@ class TT_API TensorTree {
   bool is_leaf(PathRef path) const;
   void erase(PathRef path);
 
-  // Direct entries only (len(td)).
+  // Direct entries only (len(td.keys()); TensorDict's len(td) is batch_size()[0]).
   std::size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
 
