@@ -1,0 +1,163 @@
+// The launcher: starts the learner and the actors as processes of this program (posix_spawn of
+// itself with a role flag), optionally SIGKILLs one actor halfway and starts a replacement, tells
+// the actors to stop once the learner is done, and waits for everyone, each wait bounded.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "job.hpp"
+
+extern char** environ;
+
+namespace shared_job {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+struct Child {
+  std::string label;   // "learner" or "actor N"
+  pid_t pid = 0;
+  int status = 0;      // waitpid's, once exited
+  bool exited = false;
+  bool killed_on_purpose = false;
+};
+
+pid_t spawn(const fs::path& exe, const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  std::string program = exe.string();
+  argv.push_back(program.data());
+  std::vector<std::string> copy = args;
+  for (std::string& arg : copy) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int error = ::posix_spawn(&pid, program.c_str(), nullptr, nullptr, argv.data(), environ); error != 0) {
+    throw std::runtime_error("posix_spawn of " + program + " failed: error " + std::to_string(error));
+  }
+  return pid;
+}
+
+bool poll(Child& child) {
+  if (!child.exited && ::waitpid(child.pid, &child.status, WNOHANG) == child.pid) child.exited = true;
+  return child.exited;
+}
+
+// Waits until `child` exits or `deadline` passes; then SIGKILLs it. True when it exited by itself.
+bool wait_until(Child& child, Clock::time_point deadline) {
+  while (!poll(child)) {
+    if (Clock::now() >= deadline) {
+      std::fprintf(stderr, "[launcher] %s (pid %d) did not finish in time: killing it\n", child.label.c_str(), child.pid);
+      ::kill(child.pid, SIGKILL);
+      ::waitpid(child.pid, &child.status, 0);
+      child.exited = true;
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+bool succeeded(const Child& child) { return WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0; }
+
+std::string describe(const Child& child) {
+  if (WIFEXITED(child.status)) return "exit " + std::to_string(WEXITSTATUS(child.status));
+  if (WIFSIGNALED(child.status)) return "signal " + std::to_string(WTERMSIG(child.status));
+  return "status " + std::to_string(child.status);
+}
+
+void remove_shared_objects(const std::string& name) {
+  std::error_code ignored;
+  fs::remove_all(replay_path(name), ignored);
+  fs::remove(stop_path(name), ignored);
+  fs::remove(fs::path("/dev/shm") / policy_name(name), ignored);
+}
+
+}  // namespace
+
+int run_launcher(Options o) {
+  o.name = "tensortree_shared_job_" + std::to_string(::getpid());
+  o.launcher_pid = ::getpid();
+  remove_shared_objects(o.name);
+  const fs::path exe = fs::read_symlink("/proc/self/exe");
+  const std::vector<std::string> flags = run_flags(o);
+  const auto with = [&flags](std::vector<std::string> more) {
+    more.insert(more.begin(), flags.begin(), flags.end());
+    return more;
+  };
+  const int max_actor_ids = o.actors + (o.kill_actor ? 1 : 0);
+  const auto start_actor = [&](int id) {
+    return Child{"actor " + std::to_string(id),
+                 spawn(exe, with({"--role", "actor", "--actor-id", std::to_string(id)}))};
+  };
+
+  std::printf("[launcher] %d actors and a learner through %s and /dev/shm/%s, %.1f s\n", o.actors,
+              replay_path(o.name).c_str(), policy_name(o.name).c_str(), o.seconds);
+  std::fflush(stdout);
+  Child learner{"learner",
+                spawn(exe, with({"--role", "learner", "--max-actor-ids", std::to_string(max_actor_ids)}))};
+  std::vector<Child> actors;
+  for (int id = 0; id < o.actors; ++id) actors.push_back(start_actor(id));
+
+  // Until the learner is done: halfway through, the first actor is killed and replaced.
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point kill_at = start + std::chrono::duration_cast<Clock::duration>(
+                                                std::chrono::duration<double>(o.seconds / 2 + 0.5));
+  bool kill_pending = o.kill_actor;
+  std::string kill_report;
+  while (!poll(learner)) {
+    if (kill_pending && Clock::now() >= kill_at) {
+      Child& victim = actors.front();
+      ::kill(victim.pid, SIGKILL);
+      ::waitpid(victim.pid, &victim.status, 0);
+      victim.exited = true;
+      victim.killed_on_purpose = true;
+      kill_pending = false;
+      char line[256];
+      std::snprintf(line, sizeof line, "[launcher] killed %s (pid %d, SIGKILL) at %.1f s", victim.label.c_str(),
+                    victim.pid, std::chrono::duration<double>(Clock::now() - start).count());
+      actors.push_back(start_actor(o.actors));  // `victim` is not used past here: the vector may move
+      kill_report = std::string(line) + " and started " + actors.back().label + " (pid " +
+                    std::to_string(actors.back().pid) + ") in its place";
+      std::printf("%s\n", kill_report.c_str());
+      std::fflush(stdout);
+    }
+    if (Clock::now() >= start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds + 60))) {
+      wait_until(learner, Clock::now());
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+
+  std::ofstream(stop_path(o.name)).put('\n');
+  bool ok = succeeded(learner) && !kill_pending;
+  const Clock::time_point actors_deadline = Clock::now() + std::chrono::seconds(20);
+  int finished = 0;
+  for (Child& actor : actors) {
+    if (actor.killed_on_purpose) continue;
+    if (wait_until(actor, actors_deadline) && succeeded(actor)) {
+      ++finished;
+    } else {
+      std::fprintf(stderr, "[launcher] %s (pid %d) failed: %s\n", actor.label.c_str(), actor.pid, describe(actor).c_str());
+      ok = false;
+    }
+  }
+  remove_shared_objects(o.name);
+
+  if (!kill_report.empty()) std::printf("%s; the learner carried on\n", kill_report.c_str());
+  std::printf("[launcher] learner: %s; actors: %d finished cleanly%s; %s\n", describe(learner).c_str(), finished,
+              o.kill_actor ? " (one killed and replaced)" : "", ok ? "every check passed" : "FAILED");
+  return ok ? 0 : 1;
+}
+
+}  // namespace shared_job

@@ -1,0 +1,61 @@
+// shared_job: the main job on the shared data path. One launcher process starts a learner and N
+// actors on this node (this program again, with a role flag); they meet through a ReplayBuffer
+// and a WeightPublisher in /dev/shm, with no server and no MPI.
+//
+//   learner (learner.cpp): creates both, samples, checks every sampled element against what its
+//     row's (actor, trajectory, step, policy_version) determine (values.hpp), publishes a new
+//     weight version every --publish-every samples, reports throughput and policy lag.
+//   actors (actor.cpp): lease the newest weights (every element checked), act with them for one
+//     trajectory stamped with their version, extend the buffer; until the learner is done.
+//   launcher (launcher.cpp): with --kill-actor, SIGKILLs an actor halfway and starts another.
+//
+//   shared_job [--seconds 10] [--actors 3] [--capacity 32768] [--kill-actor] [--help]
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "job.hpp"
+
+using namespace shared_job;
+
+namespace {
+
+void add_flags(CLI::App& app, Options& o) {
+  app.add_option("--seconds", o.seconds, "how long the learner samples")->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--actors", o.actors, "actor processes")->check(CLI::Range(1, 256));
+  app.add_option("--capacity", o.capacity, "rows in the replay ring")->check(CLI::Range(1, 1 << 30));
+  app.add_flag("--kill-actor", o.kill_actor,
+               "SIGKILL an actor halfway through the run and start a replacement; the run must still pass");
+  app.add_option("--steps", o.steps, "rows per trajectory (one extend)")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--obs-dim", o.obs_dim, "float32 elements per observation")->check(CLI::Range(1, 1 << 24));
+  app.add_option("--batch", o.batch, "rows per sample")->check(CLI::Range(1, 1 << 24));
+  app.add_option("--publish-every", o.publish_every, "samples between two weight versions")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--max-lag", o.max_lag, "rows acted with a version older than this lag are dropped")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--params", o.params, "float32 elements of the published weights")->check(CLI::Range(1, 1 << 28));
+  // Set by the launcher on its children's command lines.
+  app.add_option("--role", o.role)->check(CLI::IsMember({"learner", "actor"}))->group("");
+  app.add_option("--name", o.name)->group("");
+  app.add_option("--launcher-pid", o.launcher_pid)->group("");
+  app.add_option("--actor-id", o.actor_id)->group("");
+  app.add_option("--max-actor-ids", o.max_actor_ids)->group("");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"A learner and actor processes sharing a replay buffer and weights in /dev/shm, every element checked"};
+  Options o;
+  add_flags(app, o);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (o.role == "learner") return run_learner(o);
+    if (o.role == "actor") return run_actor(o);
+    return run_launcher(o);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "[%s] shared_job failed: %s\n", o.role.empty() ? "launcher" : o.role.c_str(), error.what());
+    return 1;
+  }
+}
