@@ -9,7 +9,9 @@ std::filesystem::path replay_path(const std::string& name) {
   return tensortree::ReplayBuffer::shared_memory_path(name + "_replay");
 }
 std::string policy_name(const std::string& name) { return name + "_policy"; }
-std::filesystem::path stop_path(const std::string& name) { return std::filesystem::path("/dev/shm") / (name + "_stop"); }
+std::filesystem::path stop_path(const std::string& name) {
+  return std::filesystem::path("/dev/shm") / (name + "_stop");
+}
 
 std::vector<std::string> run_flags(const Options& o) {
   return {"--seconds",       std::to_string(o.seconds),      "--capacity", std::to_string(o.capacity),

@@ -57,7 +57,8 @@ bool poll(Child& child) {
 bool wait_until(Child& child, Clock::time_point deadline) {
   while (!poll(child)) {
     if (Clock::now() >= deadline) {
-      std::fprintf(stderr, "[launcher] %s (pid %d) did not finish in time: killing it\n", child.label.c_str(), child.pid);
+      std::fprintf(stderr, "[launcher] %s (pid %d) did not finish in time: killing it\n", child.label.c_str(),
+                   child.pid);
       ::kill(child.pid, SIGKILL);
       ::waitpid(child.pid, &child.status, 0);
       child.exited = true;
@@ -66,6 +67,10 @@ bool wait_until(Child& child, Clock::time_point deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return true;
+}
+
+Clock::time_point after(Clock::time_point start, double seconds) {
+  return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 bool succeeded(const Child& child) { return WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0; }
@@ -111,8 +116,8 @@ int run_launcher(Options o) {
 
   // Until the learner is done: halfway through, the first actor is killed and replaced.
   const Clock::time_point start = Clock::now();
-  const Clock::time_point kill_at = start + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(o.seconds / 2 + 0.5));
+  const Clock::time_point kill_at = after(start, o.seconds / 2 + 0.5);
+  const Clock::time_point learner_deadline = after(start, o.seconds + 60);
   bool kill_pending = o.kill_actor;
   std::string kill_report;
   while (!poll(learner)) {
@@ -132,7 +137,7 @@ int run_launcher(Options o) {
       std::printf("%s\n", kill_report.c_str());
       std::fflush(stdout);
     }
-    if (Clock::now() >= start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds + 60))) {
+    if (Clock::now() >= learner_deadline) {
       wait_until(learner, Clock::now());
       break;
     }
@@ -141,14 +146,15 @@ int run_launcher(Options o) {
 
   std::ofstream(stop_path(o.name)).put('\n');
   bool ok = succeeded(learner) && !kill_pending;
-  const Clock::time_point actors_deadline = Clock::now() + std::chrono::seconds(20);
+  const Clock::time_point actors_deadline = after(Clock::now(), 20);
   int finished = 0;
   for (Child& actor : actors) {
     if (actor.killed_on_purpose) continue;
     if (wait_until(actor, actors_deadline) && succeeded(actor)) {
       ++finished;
     } else {
-      std::fprintf(stderr, "[launcher] %s (pid %d) failed: %s\n", actor.label.c_str(), actor.pid, describe(actor).c_str());
+      std::fprintf(stderr, "[launcher] %s (pid %d) failed: %s\n", actor.label.c_str(), actor.pid,
+                   describe(actor).c_str());
       ok = false;
     }
   }
