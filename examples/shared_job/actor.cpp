@@ -6,9 +6,13 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <chrono>
 #include <filesystem>
+#include <optional>
 
+#include "actor_phase.hpp"
 #include "job.hpp"
+#include "tensortree/error.hpp"
 #include "tensortree/replay_buffer.hpp"
 #include "tensortree/weights.hpp"
 #include "values.hpp"
@@ -17,17 +21,39 @@ using namespace tensortree;
 
 namespace shared_job {
 
+namespace {
+
+// Waits (at most 10 s) for the learner's first publish, in short steps, so that an actor started
+// as the run ends (a replacement) sees the stop file and leaves, rather than waiting for a
+// publication the learner has already removed. Empty when the run is over.
+std::optional<WeightSubscriber> subscribe(const Options& o, const std::filesystem::path& stop) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!std::filesystem::exists(stop)) {
+    try {
+      return WeightSubscriber(policy_name(o.name), {.timeout = std::chrono::milliseconds(100)});
+    } catch (const Timeout&) {
+      if (std::chrono::steady_clock::now() >= deadline) throw;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 int run_actor(const Options& o) {
+  const std::filesystem::path stop = stop_path(o.name);
+  const std::optional<WeightSubscriber> weights = subscribe(o, stop);
+  if (!weights) return 0;
   // The learner creates the buffer before its first publish: once the weights are there, so is it.
-  const WeightSubscriber weights(policy_name(o.name));
   ReplayBuffer replay = ReplayBuffer::open(replay_path(o.name));
   TensorTree trajectory = make_trajectory(o.steps, o.obs_dim);
-  const std::filesystem::path stop = stop_path(o.name);
+  ActorPhase phase = ActorPhase::create(phase_path(o.name, o.actor_id));
 
   std::int64_t trajectories = 0;
   while (!std::filesystem::exists(stop) && ::getppid() == o.launcher_pid) {
+    phase.set(Phase::Acting);
     {
-      WeightLease lease = weights.latest();
+      WeightLease lease = weights->latest();
       const auto version = static_cast<std::int64_t>(lease.version());
       if (const std::int64_t wrong = wrong_param_elements(lease.tree(), version); wrong != 0) {
         std::fprintf(stderr, "[actor %d] %" PRId64 " wrong elements in the weights of version %" PRId64 "\n",
@@ -36,9 +62,11 @@ int run_actor(const Options& o) {
       }
       fill_trajectory(trajectory, o.actor_id, trajectories, lease.tree(), version);
     }
+    phase.set(Phase::Extending);
     replay.extend(trajectory);
     ++trajectories;
   }
+  phase.set(Phase::Done);
   std::printf("[actor %d] wrote %" PRId64 " trajectories\n", o.actor_id, trajectories);
   std::fflush(stdout);
   return 0;

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "actor_phase.hpp"
 #include "job.hpp"
 
 extern char** environ;
@@ -81,11 +82,31 @@ std::string describe(const Child& child) {
   return "status " + std::to_string(child.status);
 }
 
-void remove_shared_objects(const std::string& name) {
+void remove_shared_objects(const std::string& name, int actor_ids) {
   std::error_code ignored;
+  for (int id = 0; id < actor_ids; ++id) fs::remove(phase_path(name, id), ignored);
   fs::remove_all(replay_path(name), ignored);
   fs::remove(stop_path(name), ignored);
   fs::remove(fs::path("/dev/shm") / policy_name(name), ignored);
+}
+
+// SIGKILLs `victim`, if it can in the middle of an extend: it waits (bounded) until the actor's
+// phase word says Extending and sends the signal then. Returns what it did, for the report.
+std::string kill_mid_extend(const std::string& name, int id, Child& victim) {
+  ActorPhase phase;
+  const Clock::time_point deadline = after(Clock::now(), 2);
+  while (!ActorPhase::try_open(phase_path(name, id), phase) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  bool mid_extend = false;
+  // A tight loop: an extend takes microseconds.
+  while (!mid_extend && Clock::now() < deadline) mid_extend = phase.get() == Phase::Extending;
+  ::kill(victim.pid, SIGKILL);
+  ::waitpid(victim.pid, &victim.status, 0);
+  victim.exited = true;
+  victim.killed_on_purpose = true;
+  return "killed " + victim.label + " (pid " + std::to_string(victim.pid) + ", SIGKILL" +
+         (mid_extend ? " while it was extending the buffer)" : ")");
 }
 
 }  // namespace
@@ -93,14 +114,14 @@ void remove_shared_objects(const std::string& name) {
 int run_launcher(Options o) {
   o.name = "tensortree_shared_job_" + std::to_string(::getpid());
   o.launcher_pid = ::getpid();
-  remove_shared_objects(o.name);
+  const int max_actor_ids = o.actors + (o.kill_actor ? 1 : 0);
+  remove_shared_objects(o.name, max_actor_ids);
   const fs::path exe = fs::read_symlink("/proc/self/exe");
   const std::vector<std::string> flags = run_flags(o);
   const auto with = [&flags](std::vector<std::string> more) {
     more.insert(more.begin(), flags.begin(), flags.end());
     return more;
   };
-  const int max_actor_ids = o.actors + (o.kill_actor ? 1 : 0);
   const auto start_actor = [&](int id) {
     return Child{"actor " + std::to_string(id),
                  spawn(exe, with({"--role", "actor", "--actor-id", std::to_string(id)}))};
@@ -114,25 +135,21 @@ int run_launcher(Options o) {
   std::vector<Child> actors;
   for (int id = 0; id < o.actors; ++id) actors.push_back(start_actor(id));
 
-  // Until the learner is done: halfway through, the first actor is killed and replaced.
+  // Until the learner is done: about halfway through, the first actor is killed and replaced.
   const Clock::time_point start = Clock::now();
-  const Clock::time_point kill_at = after(start, o.seconds / 2 + 0.5);
+  const Clock::time_point kill_at = after(start, o.seconds * 0.4 + 0.5);
   const Clock::time_point learner_deadline = after(start, o.seconds + 60);
   bool kill_pending = o.kill_actor;
   std::string kill_report;
   while (!poll(learner)) {
     if (kill_pending && Clock::now() >= kill_at) {
-      Child& victim = actors.front();
-      ::kill(victim.pid, SIGKILL);
-      ::waitpid(victim.pid, &victim.status, 0);
-      victim.exited = true;
-      victim.killed_on_purpose = true;
+      const double at = std::chrono::duration<double>(Clock::now() - start).count();
+      kill_report = kill_mid_extend(o.name, 0, actors.front());
       kill_pending = false;
-      char line[256];
-      std::snprintf(line, sizeof line, "[launcher] killed %s (pid %d, SIGKILL) at %.1f s", victim.label.c_str(),
-                    victim.pid, std::chrono::duration<double>(Clock::now() - start).count());
-      actors.push_back(start_actor(o.actors));  // `victim` is not used past here: the vector may move
-      kill_report = std::string(line) + " and started " + actors.back().label + " (pid " +
+      actors.push_back(start_actor(o.actors));
+      char line[64];
+      std::snprintf(line, sizeof line, " at %.1f s", at);
+      kill_report = "[launcher] " + kill_report + line + " and started " + actors.back().label + " (pid " +
                     std::to_string(actors.back().pid) + ") in its place";
       std::printf("%s\n", kill_report.c_str());
       std::fflush(stdout);
@@ -158,7 +175,7 @@ int run_launcher(Options o) {
       ok = false;
     }
   }
-  remove_shared_objects(o.name);
+  remove_shared_objects(o.name, max_actor_ids);
 
   if (!kill_report.empty()) std::printf("%s; the learner carried on\n", kill_report.c_str());
   std::printf("[launcher] learner: %s; actors: %d finished cleanly%s; %s\n", describe(learner).c_str(), finished,
