@@ -135,9 +135,9 @@ int run_launcher(Options o) {
   std::vector<Child> actors;
   for (int id = 0; id < o.actors; ++id) actors.push_back(start_actor(id));
 
-  // Until the learner is done: about halfway through, the first actor is killed and replaced.
+  // Until the learner is done: halfway through, the first actor is killed and replaced.
   const Clock::time_point start = Clock::now();
-  const Clock::time_point kill_at = after(start, o.seconds * 0.4 + 0.5);
+  const Clock::time_point kill_at = after(start, o.seconds / 2);
   const Clock::time_point learner_deadline = after(start, o.seconds + 60);
   bool kill_pending = o.kill_actor;
   std::string kill_report;
@@ -178,8 +178,9 @@ int run_launcher(Options o) {
   remove_shared_objects(o.name, max_actor_ids);
 
   if (!kill_report.empty()) std::printf("%s; the learner carried on\n", kill_report.c_str());
+  if (kill_pending) std::fprintf(stderr, "[launcher] the learner ended before an actor could be killed\n");
   std::printf("[launcher] learner: %s; actors: %d finished cleanly%s; %s\n", describe(learner).c_str(), finished,
-              o.kill_actor ? " (one killed and replaced)" : "", ok ? "every check passed" : "FAILED");
+              kill_report.empty() ? "" : " (one more killed and replaced)", ok ? "every check passed" : "FAILED");
   return ok ? 0 : 1;
 }
 
