@@ -22,6 +22,7 @@ using namespace shared_job;
 namespace {
 
 void add_flags(CLI::App& app, Options& o) {
+  app.option_defaults()->always_capture_default();
   app.add_option("--seconds", o.seconds, "how long the learner samples")->check(CLI::Range(0.1, 86400.0));
   app.add_option("--actors", o.actors, "actor processes")->check(CLI::Range(1, 256));
   app.add_option("--capacity", o.capacity, "rows in the replay ring")->check(CLI::Range(1, 1 << 30));
