@@ -61,6 +61,7 @@ int run_actor(const Options& o) {
         return 1;
       }
       fill_trajectory(trajectory, o.actor_id, trajectories, lease.tree(), version);
+      if (o.corrupt && o.actor_id == 0) trajectory.get("observation").data<float>()[0] += 1;
     }
     phase.set(Phase::Extending);
     replay.extend(trajectory);

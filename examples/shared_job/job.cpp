@@ -14,11 +14,18 @@ std::filesystem::path stop_path(const std::string& name) {
 }
 
 std::vector<std::string> run_flags(const Options& o) {
-  return {"--seconds",       std::to_string(o.seconds),      "--capacity", std::to_string(o.capacity),
-          "--steps",         std::to_string(o.steps),        "--obs-dim",  std::to_string(o.obs_dim),
-          "--batch",         std::to_string(o.batch),        "--params",   std::to_string(o.params),
-          "--publish-every", std::to_string(o.publish_every), "--max-lag", std::to_string(o.max_lag),
-          "--name",          o.name,                         "--launcher-pid", std::to_string(o.launcher_pid)};
+  std::vector<std::string> flags{"--seconds",       std::to_string(o.seconds),
+                                 "--capacity",      std::to_string(o.capacity),
+                                 "--steps",         std::to_string(o.steps),
+                                 "--obs-dim",       std::to_string(o.obs_dim),
+                                 "--batch",         std::to_string(o.batch),
+                                 "--params",        std::to_string(o.params),
+                                 "--publish-every", std::to_string(o.publish_every),
+                                 "--max-lag",       std::to_string(o.max_lag),
+                                 "--name",          o.name,
+                                 "--launcher-pid",  std::to_string(o.launcher_pid)};
+  if (o.corrupt) flags.emplace_back("--corrupt");
+  return flags;
 }
 
 }  // namespace shared_job

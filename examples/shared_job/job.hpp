@@ -13,6 +13,7 @@ struct Options {
   double seconds = 10;          // how long the learner samples
   int actors = 3;               // actor processes running at once
   bool kill_actor = false;      // the launcher SIGKILLs an actor halfway and starts a replacement
+  bool corrupt = false;         // testing the checks: actor 0 writes one wrong element per trajectory
   // The buffer and the rows.
   std::int64_t capacity = 1 << 15;  // rows in the ring
   std::int64_t steps = 64;          // rows per trajectory (one extend)

@@ -28,6 +28,9 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--capacity", o.capacity, "rows in the replay ring")->check(CLI::Range(1, 1 << 30));
   app.add_flag("--kill-actor", o.kill_actor,
                "SIGKILL an actor halfway through the run and start a replacement; the run must still pass");
+  app.add_flag("--corrupt", o.corrupt,
+               "testing the checks: actor 0 writes one wrong observation element in every trajectory, and the "
+               "run must fail");
   app.add_option("--steps", o.steps, "rows per trajectory (one extend)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--obs-dim", o.obs_dim, "float32 elements per observation")->check(CLI::Range(1, 1 << 24));
   app.add_option("--batch", o.batch, "rows per sample")->check(CLI::Range(1, 1 << 24));

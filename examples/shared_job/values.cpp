@@ -147,8 +147,11 @@ std::int64_t wrong_row_elements(const TensorTree& batch, const RowRules& rules) 
     // The identifying columns themselves: a torn or stray row shows up here or in the values.
     if (actor < 0 || actor >= rules.max_actor_ids || traj < 0 || step < 0 || step >= rules.steps || version < 1 ||
         version > rules.newest_version) {
-      report_wrong("(actor, trajectory, step, version) out of range: actor of", r, 0, std::int64_t{0}, actor);
-      wrong += 4;
+      if (printed_errors++ < 10) {
+        std::fprintf(stderr, "wrong row %" PRId64 ": actor %" PRId64 ", trajectory %" PRId64 ", step %" PRId64
+                     ", version %" PRId64 " out of range\n", r, actor, traj, step, version);
+      }
+      wrong += 4;  // the four identifying elements
       continue;
     }
     for (std::int64_t j = 0; j < obs_dim; ++j) {
