@@ -61,11 +61,12 @@ T* leaf(const TensorTree& tree, PathRef path) {
 
 int printed_errors = 0;
 
-template <class T>
-void report_wrong(const char* what, std::int64_t row, std::int64_t index, T expected, T got) {
+// `where` names the row (actor, trajectory, step, version) or the weights' version.
+template <class T, class Where>
+void report_wrong(const char* what, const Where& where, std::int64_t index, T expected, T got) {
   if (printed_errors >= 10) return;
   ++printed_errors;
-  std::fprintf(stderr, "wrong element: %s row %" PRId64 " index %" PRId64 ": expected %s, got %s\n", what, row, index,
+  std::fprintf(stderr, "wrong element: %s[%" PRId64 "] of %s: expected %s, got %s\n", what, index, where().c_str(),
                std::to_string(expected).c_str(), std::to_string(got).c_str());
 }
 
@@ -87,17 +88,18 @@ void fill_params(const TensorTree& params, std::int64_t version) {
 
 std::int64_t wrong_param_elements(const TensorTree& params, std::int64_t version) {
   std::int64_t wrong = 0;
+  const auto where = [version] { return "weights version " + std::to_string(version); };
   const float* weight = leaf<float>(params, kWeight);
   const std::int64_t n = params.get(kWeight).numel();
   for (std::int64_t i = 0; i < n; ++i) {
     if (weight[i] != weight_value(version, i)) {
-      report_wrong("policy/weight of version", version, i, weight_value(version, i), weight[i]);
+      report_wrong("policy/weight", where, i, weight_value(version, i), weight[i]);
       ++wrong;
     }
   }
   const std::int64_t stored = *leaf<std::int64_t>(params, kVersion);
   if (stored != version) {
-    report_wrong("policy/version of version", version, 0, version, stored);
+    report_wrong("policy/version", where, 0, version, stored);
     ++wrong;
   }
   return wrong;
@@ -154,28 +156,32 @@ std::int64_t wrong_row_elements(const TensorTree& batch, const RowRules& rules) 
       wrong += 4;  // the four identifying elements
       continue;
     }
+    const auto where = [&] {
+      return "batch row " + std::to_string(r) + " (actor " + std::to_string(actor) + ", trajectory " +
+             std::to_string(traj) + ", step " + std::to_string(step) + ", version " + std::to_string(version) + ")";
+    };
     for (std::int64_t j = 0; j < obs_dim; ++j) {
       const float expected = obs_value(actor, traj, step, j);
       const float got = obs[r * obs_dim + j];
       if (got != expected) {
-        report_wrong("observation", r, j, expected, got);
+        report_wrong("observation", where, j, expected, got);
         ++wrong;
       }
     }
     const auto action = static_cast<std::int64_t>(weight_value(version, action_index(actor, step, rules.params)));
     const std::int64_t got_action = leaf<std::int64_t>(rows, "action")[r];
     if (got_action != action) {
-      report_wrong("action", r, 0, action, got_action);
+      report_wrong("action", where, 0, action, got_action);
       ++wrong;
     }
     const float reward = leaf<float>(rows, kReward)[r];
     if (reward != reward_value(actor, traj, step)) {
-      report_wrong("next/reward", r, 0, reward_value(actor, traj, step), reward);
+      report_wrong("next/reward", where, 0, reward_value(actor, traj, step), reward);
       ++wrong;
     }
     const bool done = leaf<bool>(rows, kDone)[r];
     if (done != (step == rules.steps - 1)) {
-      report_wrong("next/done", r, 0, step == rules.steps - 1, done);
+      report_wrong("next/done", where, 0, step == rules.steps - 1, done);
       ++wrong;
     }
   }
