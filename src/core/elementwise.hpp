@@ -2,6 +2,7 @@
 // the CPU loops and the CUDA kernels (so: no library types, nothing that nvcc's device side lacks).
 #pragma once
 
+#include <complex>
 #include <cstdint>
 #include <type_traits>
 
@@ -18,6 +19,44 @@ enum class BinaryOp : std::uint8_t { Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge 
 enum class UnaryOp : std::uint8_t { Neg, Abs, Sqrt, Exp, Log, Clamp };
 
 TT_HOST_DEVICE constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+
+template <class T>
+inline constexpr bool is_complex_value = false;
+template <class T>
+inline constexpr bool is_complex_value<std::complex<T>> = true;
+template <class C>
+inline constexpr bool is_inexact = std::is_floating_point_v<C> || is_complex_value<C>;
+
+// fn(std::integral_constant<BinaryOp, op>): the operation as a template argument.
+template <class Fn>
+void with_op(BinaryOp op, const Fn& fn) {
+  switch (op) {
+#define TT_OP_CASE(O) \
+  case BinaryOp::O: return fn(std::integral_constant<BinaryOp, BinaryOp::O>{});
+    TT_OP_CASE(Add)
+    TT_OP_CASE(Sub)
+    TT_OP_CASE(Mul)
+    TT_OP_CASE(Div)
+    TT_OP_CASE(Eq)
+    TT_OP_CASE(Ne)
+    TT_OP_CASE(Lt)
+    TT_OP_CASE(Le)
+    TT_OP_CASE(Gt)
+    TT_OP_CASE(Ge)
+#undef TT_OP_CASE
+  }
+}
+
+// Which (operation, compute type) pairs have a loop: division computes in floating and complex
+// types only, bool has no subtraction, complex numbers no order. The callers refuse the others
+// before any loop runs.
+template <BinaryOp Op, class C>
+constexpr bool has_loop() {
+  if constexpr (Op == BinaryOp::Div) return is_inexact<C>;
+  if constexpr (Op == BinaryOp::Sub) return !std::is_same_v<C, bool>;
+  if constexpr (is_comparison(Op) && Op != BinaryOp::Eq && Op != BinaryOp::Ne) return !is_complex_value<C>;
+  return true;
+}
 
 // Integers compute in an unsigned type at least as wide as int: wrapping is then defined (no signed
 // overflow, no promotion of uint16 * uint16 to a signed int that overflows).

@@ -28,9 +28,9 @@ namespace {
 using detail::BinaryOp;
 using detail::ElementType;
 using detail::UnaryOp;
-
-template <class C>
-inline constexpr bool is_inexact = std::is_floating_point_v<C> || detail::is_std_complex<C>;
+using detail::has_loop;
+using detail::is_inexact;
+using detail::with_op;
 
 const char* name_of(BinaryOp op) {
   switch (op) {
@@ -60,26 +60,6 @@ const char* name_of(UnaryOp op) {
   return "element-wise operation";
 }
 
-// fn(std::integral_constant<BinaryOp, op>): the operation as a template argument.
-template <class Fn>
-void with_op(BinaryOp op, const Fn& fn) {
-  switch (op) {
-#define TT_OP_CASE(O) \
-  case BinaryOp::O: return fn(std::integral_constant<BinaryOp, BinaryOp::O>{});
-    TT_OP_CASE(Add)
-    TT_OP_CASE(Sub)
-    TT_OP_CASE(Mul)
-    TT_OP_CASE(Div)
-    TT_OP_CASE(Eq)
-    TT_OP_CASE(Ne)
-    TT_OP_CASE(Lt)
-    TT_OP_CASE(Le)
-    TT_OP_CASE(Gt)
-    TT_OP_CASE(Ge)
-#undef TT_OP_CASE
-  }
-}
-
 template <class Fn>
 void with_op(UnaryOp op, const Fn& fn) {
   switch (op) {
@@ -93,17 +73,6 @@ void with_op(UnaryOp op, const Fn& fn) {
     TT_OP_CASE(Clamp)
 #undef TT_OP_CASE
   }
-}
-
-// Which (operation, compute type) pairs have a loop; compute_dtype refuses the others first.
-template <BinaryOp Op, class C>
-constexpr bool has_loop() {
-  if constexpr (Op == BinaryOp::Div) return is_inexact<C>;
-  if constexpr (Op == BinaryOp::Sub) return !std::is_same_v<C, bool>;
-  if constexpr (detail::is_comparison(Op) && Op != BinaryOp::Eq && Op != BinaryOp::Ne) {
-    return !detail::is_std_complex<C>;
-  }
-  return true;
 }
 
 // out = a op b on the host; a and b hold the compute dtype, broadcast to out's shape.
@@ -199,31 +168,50 @@ void unary_cpu(const Tensor& out, const Tensor& a, double lo, double hi) {
   });
 }
 
+// Runs loop(out, inputs...) on the host; for a GPU `out`, on host copies whose result is copied
+// back. The CUDA kernels compute real dtypes only: complex and float8 operands take this detour.
+template <class Loop, class... Inputs>
+void on_host(const Tensor& out, const Loop& loop, const Inputs&... inputs) {
+  if (out.device().is_cpu()) {
+    loop(out, inputs...);
+    return;
+  }
+  const Tensor host = Tensor::empty(out.shape(), {out.dtype(), Device::cpu(), false});
+  loop(host, inputs.to(Device::cpu())...);
+  out.copy_(host);
+}
+
 void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (!out.device().is_cpu()) {
+  if (!out.device().is_cpu() && detail::kernel_computes(a.dtype())) {
     cuda::elementwise_binary(op, a.dtype(), detail::strided_view_of(out), detail::strided_view_of(a),
                              detail::strided_view_of(b), out.device().index());
     return;
   }
-  with_op(op, [&](auto o) { binary_cpu<decltype(o)::value>(out, a, b); });
+  on_host(out, [op](const Tensor& o, const Tensor& x, const Tensor& y) {
+    with_op(op, [&](auto k) { binary_cpu<decltype(k)::value>(o, x, y); });
+  }, a, b);
 }
 
 void run_scalar(BinaryOp op, const Tensor& out, const Tensor& a, double scalar, bool scalar_first) {
-  if (!out.device().is_cpu()) {
+  if (!out.device().is_cpu() && detail::kernel_computes(a.dtype())) {
     cuda::elementwise_scalar(op, a.dtype(), detail::strided_view_of(out), detail::strided_view_of(a), scalar,
                              scalar_first, out.device().index());
     return;
   }
-  with_op(op, [&](auto o) { scalar_cpu<decltype(o)::value>(out, a, scalar, scalar_first); });
+  on_host(out, [&](const Tensor& o, const Tensor& x) {
+    with_op(op, [&](auto k) { scalar_cpu<decltype(k)::value>(o, x, scalar, scalar_first); });
+  }, a);
 }
 
 void run_unary(UnaryOp op, const Tensor& out, const Tensor& a, double lo, double hi) {
-  if (!out.device().is_cpu()) {
-    cuda::elementwise_unary(op, a.dtype(), out.dtype(), detail::strided_view_of(out), detail::strided_view_of(a), lo,
-                            hi, out.device().index());
+  if (!out.device().is_cpu() && detail::kernel_computes(a.dtype()) && out.dtype() == a.dtype()) {
+    cuda::elementwise_unary(op, a.dtype(), detail::strided_view_of(out), detail::strided_view_of(a), lo, hi,
+                            out.device().index());
     return;
   }
-  with_op(op, [&](auto o) { unary_cpu<decltype(o)::value>(out, a, lo, hi); });
+  on_host(out, [&](const Tensor& o, const Tensor& x) {
+    with_op(op, [&](auto k) { unary_cpu<decltype(k)::value>(o, x, lo, hi); });
+  }, a);
 }
 
 // ---- checks and result dtypes ----------------------------------------------------------------

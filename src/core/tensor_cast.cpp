@@ -4,6 +4,7 @@
 #include "core/element_types.hpp"
 #include "core/elementwise_cpu.hpp"
 #include "core/strided_copy.hpp"
+#include "core/type_promotion.hpp"
 #include "tensortree/tensor.hpp"
 
 namespace tensortree {
@@ -30,8 +31,13 @@ Tensor Tensor::to(DType dtype) const {
   Tensor out = empty(shape_, {dtype, device(), false});
   if (device().is_cpu()) {
     convert_cpu(out, *this);
-  } else {
+  } else if (detail::kernel_computes(dtype) && detail::kernel_computes(dtype_)) {
     cuda::convert(detail::strided_view_of(out), dtype, detail::strided_view_of(*this), dtype_, device().index());
+  } else {
+    // The CUDA kernels convert real dtypes only: complex and float8 go through host memory.
+    const Tensor host = Tensor::empty(shape_, {dtype, Device::cpu(), false});
+    convert_cpu(host, to(Device::cpu()));
+    out.copy_(host);
   }
   return out;
 }

@@ -82,6 +82,8 @@ DType promote_with_scalar(DType dtype) {
 
 DType floating_result(DType dtype) { return promote_with_scalar(dtype); }
 
+bool kernel_computes(DType dtype) { return !is_complex(dtype) && !is_float8(dtype); }
+
 }  // namespace detail
 
 }  // namespace tensortree

@@ -12,4 +12,8 @@ DType promote_with_scalar(DType dtype);
 // Division and the floating functions (sqrt, exp, log) turn bool and integer inputs into float32.
 DType floating_result(DType dtype);
 
+// Whether the CUDA element-wise kernels compute `dtype` (bool, integers, float16, bfloat16, float32,
+// float64); complex and float8 tensors on a GPU are computed in host memory instead.
+bool kernel_computes(DType dtype);
+
 }  // namespace tensortree::detail

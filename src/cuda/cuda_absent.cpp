@@ -31,7 +31,7 @@ void elementwise_scalar(detail::BinaryOp, DType, const detail::StridedView&, con
                         bool, int) {
   built_without_cuda("element-wise kernels");
 }
-void elementwise_unary(detail::UnaryOp, DType, DType, const detail::StridedView&, const detail::StridedView&, double,
+void elementwise_unary(detail::UnaryOp, DType, const detail::StridedView&, const detail::StridedView&, double,
                        double, int) {
   built_without_cuda("element-wise kernels");
 }

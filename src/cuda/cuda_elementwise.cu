@@ -185,30 +185,6 @@ struct ConvertFn {
   }
 };
 
-template <class Fn>
-void with_op(BinaryOp op, const Fn& fn) {
-  switch (op) {
-    case BinaryOp::Add: return fn(std::integral_constant<BinaryOp, BinaryOp::Add>{});
-    case BinaryOp::Sub: return fn(std::integral_constant<BinaryOp, BinaryOp::Sub>{});
-    case BinaryOp::Mul: return fn(std::integral_constant<BinaryOp, BinaryOp::Mul>{});
-    case BinaryOp::Div: return fn(std::integral_constant<BinaryOp, BinaryOp::Div>{});
-    case BinaryOp::Eq: return fn(std::integral_constant<BinaryOp, BinaryOp::Eq>{});
-    case BinaryOp::Ne: return fn(std::integral_constant<BinaryOp, BinaryOp::Ne>{});
-    case BinaryOp::Lt: return fn(std::integral_constant<BinaryOp, BinaryOp::Lt>{});
-    case BinaryOp::Le: return fn(std::integral_constant<BinaryOp, BinaryOp::Le>{});
-    case BinaryOp::Gt: return fn(std::integral_constant<BinaryOp, BinaryOp::Gt>{});
-    case BinaryOp::Ge: return fn(std::integral_constant<BinaryOp, BinaryOp::Ge>{});
-  }
-}
-
-// Only what the host side lets through: Div computes in floating types, Sub never in bool.
-template <BinaryOp Op, class C>
-constexpr bool has_kernel() {
-  if constexpr (Op == BinaryOp::Div) return is_floating<C>;
-  if constexpr (Op == BinaryOp::Sub) return !std::is_same_v<C, bool>;
-  return true;
-}
-
 }  // namespace
 
 void elementwise_binary(BinaryOp op, DType dtype, const StridedView& out, const StridedView& a, const StridedView& b,
@@ -219,9 +195,9 @@ void elementwise_binary(BinaryOp op, DType dtype, const StridedView& out, const 
     using T = decltype(tag);
     using S = typename DeviceElement<T>::storage;
     using C = typename DeviceElement<T>::compute;
-    with_op(op, [&](auto o) {
+    detail::with_op(op, [&](auto o) {
       constexpr BinaryOp kOp = decltype(o)::value;
-      if constexpr (has_kernel<kOp, C>()) {
+      if constexpr (detail::has_loop<kOp, C>()) {
         using Out = std::conditional_t<detail::is_comparison(kOp), std::uint8_t, S>;
         launch<Out, S, S>(out, a, b, BinaryFn<kOp, T>{});
       }
@@ -238,7 +214,7 @@ void elementwise_scalar(BinaryOp op, DType dtype, const StridedView& out, const 
     using S = typename DeviceElement<T>::storage;
     using C = typename DeviceElement<T>::compute;
     if constexpr (is_floating<C>) {
-      with_op(op, [&](auto o) {
+      detail::with_op(op, [&](auto o) {
         constexpr BinaryOp kOp = decltype(o)::value;
         using Out = std::conditional_t<detail::is_comparison(kOp), std::uint8_t, S>;
         launch<Out, S>(out, a, a, ScalarFn<kOp, T>{static_cast<C>(scalar), scalar_first});
@@ -247,9 +223,8 @@ void elementwise_scalar(BinaryOp op, DType dtype, const StridedView& out, const 
   });
 }
 
-void elementwise_unary(UnaryOp op, DType dtype, DType out_dtype, const StridedView& out, const StridedView& a,
+void elementwise_unary(UnaryOp op, DType dtype, const StridedView& out, const StridedView& a,
                        double lo, double hi, int device) {
-  if (out_dtype != dtype) throw_unsupported_kernel_dtype("abs", static_cast<std::uint8_t>(dtype));
   DeviceGuard guard(device);
   detail::order_after_current_stream();
   visit_device_dtype("element-wise function", dtype, [&](auto tag) {
