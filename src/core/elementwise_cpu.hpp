@@ -4,48 +4,28 @@
 // work is split across oneTBB's threads (flat ranges, or slices of dimension 0).
 #pragma once
 
-#include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/parallel_for.h>
-
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "core/tensor_iter.hpp"
 #include "tensortree/tensor.hpp"
 
 namespace tensortree::detail {
 
-inline constexpr std::int64_t kParallelBytes = std::int64_t{1} << 20;
-inline constexpr std::int64_t kChunkBytes = std::int64_t{256} << 10;
-
-// body(begin, end) over [0, n); split across threads when the work touches `bytes` >= 1 MiB.
-template <class Body>
-void parallel_range(std::int64_t n, std::int64_t bytes, const Body& body) {
-  if (bytes < kParallelBytes || n < 2) {
-    body(std::int64_t{0}, n);
-    return;
-  }
-  const std::int64_t grain = std::max<std::int64_t>(1, n * kChunkBytes / bytes);
-  oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::int64_t>(0, n, grain),
-                            [&body](const oneapi::tbb::blocked_range<std::int64_t>& r) { body(r.begin(), r.end()); });
-}
+// body(begin, end) over [0, n); split across threads when the work touches `bytes` >= 1 MiB. Not a
+// template: oneTBB's parallel_for is instantiated once (elementwise_cpu.cpp), not per loop.
+using RangeBody = std::function<void(std::int64_t, std::int64_t)>;
+void parallel_range(std::int64_t n, std::int64_t bytes, const RangeBody& body);
 
 // loop(views) over the whole of `views` (all of views[0]'s shape), or over slices of dimension 0
 // run in parallel.
-template <std::size_t N, class Loop>
-void split_rows(const std::array<Tensor, N>& views, std::int64_t bytes, const Loop& loop) {
-  if (views[0].dim() == 0) {
-    loop(views);
-    return;
-  }
-  parallel_range(views[0].size(0), bytes, [&](std::int64_t begin, std::int64_t end) {
-    std::array<Tensor, N> part;
-    for (std::size_t k = 0; k < N; ++k) part[k] = views[k].narrow(0, begin, end - begin);
-    loop(part);
-  });
-}
+template <std::size_t N>
+using ViewsBody = std::function<void(const std::array<Tensor, N>&)>;
+void split_rows(const std::array<Tensor, 2>& views, std::int64_t bytes, const ViewsBody<2>& loop);
+void split_rows(const std::array<Tensor, 3>& views, std::int64_t bytes, const ViewsBody<3>& loop);
 
 template <class T>
 T* elements(const Tensor& tensor) {
@@ -66,7 +46,7 @@ void map_elements(const Tensor& out, const Tensor& a, const Fn& fn) {
     });
     return;
   }
-  split_rows<2>({out, a}, bytes, [&](const std::array<Tensor, 2>& v) {
+  split_rows({out, a}, bytes, [&](const std::array<Tensor, 2>& v) {
     Out* po = elements<Out>(v[0]);
     const A* pa = elements<const A>(v[1]);
     const std::array<Strides, 2> strides{v[0].strides(), v[1].strides()};
@@ -89,7 +69,7 @@ void map_elements(const Tensor& out, const Tensor& a, const Tensor& b, const Fn&
     });
     return;
   }
-  split_rows<3>({out, a, b}, bytes, [&](const std::array<Tensor, 3>& v) {
+  split_rows({out, a, b}, bytes, [&](const std::array<Tensor, 3>& v) {
     Out* po = elements<Out>(v[0]);
     const A* pa = elements<const A>(v[1]);
     const B* pb = elements<const B>(v[2]);
