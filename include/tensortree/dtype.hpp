@@ -56,6 +56,16 @@ TT_API bool is_floating_point(DType dtype);  // float16/bfloat16/float32/float64
 TT_API bool is_complex(DType dtype);
 TT_API bool is_integral(DType dtype);        // signed and unsigned integers, not bool
 
+// PyTorch's torch.promote_types: the dtype an operation on tensors of `a` and `b` computes in.
+// Categories order bool < integer < floating < complex, and within one the wider type wins, with
+// PyTorch's exceptions: uint8 with int8 gives int16, float16 with bfloat16 gives float32, float64
+// with complex64 gives complex128. As in PyTorch, float8 and uint16/32/64 promote only with
+// themselves (and the latter with floating types): NotSupported otherwise. (type_promotion.cpp)
+TT_API DType promote_types(DType a, DType b);
+// torch.can_cast: whether an in-place operation may write a result of dtype `from` into a tensor of
+// dtype `to` (no complex into real, no floating into integer or bool, nothing but bool into bool).
+TT_API bool can_cast(DType from, DType to);
+
 TT_API std::ostream& operator<<(std::ostream& os, DType dtype);
 
 // The C++ element type of each DType, and back.

@@ -240,6 +240,56 @@ class TT_API TensorTree {
   TensorTree min(std::int64_t dim) const;
   TensorTree max(std::int64_t dim) const;
 
+  // Element-wise arithmetic, leaf by leaf, as TensorDict's td + other, td * 2, td.float() (Tensor's
+  // rules: broadcasting, PyTorch's type promotion). Two-tree forms pair leaves by key: the trees need
+  // the same keys (InvalidArgument naming the first missing on either side) and batch_size; the
+  // result has this tree's batch_size. A leaf's failure names its key. In-place forms are not
+  // atomic: leaves before a failing one are already written. (tree_arith.cpp)
+  TensorTree add(const TensorTree& other) const;
+  TensorTree add(double other) const;
+  TensorTree sub(const TensorTree& other) const;
+  TensorTree sub(double other) const;
+  TensorTree mul(const TensorTree& other) const;
+  TensorTree mul(double other) const;
+  TensorTree div(const TensorTree& other) const;
+  TensorTree div(double other) const;
+  const TensorTree& add_(const TensorTree& other) const;
+  const TensorTree& add_(double other) const;
+  const TensorTree& sub_(const TensorTree& other) const;
+  const TensorTree& sub_(double other) const;
+  const TensorTree& mul_(const TensorTree& other) const;
+  const TensorTree& mul_(double other) const;
+  const TensorTree& div_(const TensorTree& other) const;
+  const TensorTree& div_(double other) const;
+  TensorTree neg() const;
+  TensorTree abs() const;
+  TensorTree sqrt() const;
+  TensorTree exp() const;
+  TensorTree log() const;
+  TensorTree clamp(std::optional<double> min, std::optional<double> max) const;
+  // Trees of bool leaves.
+  TensorTree eq(const TensorTree& other) const;
+  TensorTree eq(double other) const;
+  TensorTree ne(const TensorTree& other) const;
+  TensorTree ne(double other) const;
+  TensorTree lt(const TensorTree& other) const;
+  TensorTree lt(double other) const;
+  TensorTree le(const TensorTree& other) const;
+  TensorTree le(double other) const;
+  TensorTree gt(const TensorTree& other) const;
+  TensorTree gt(double other) const;
+  TensorTree ge(const TensorTree& other) const;
+  TensorTree ge(double other) const;
+  // Every leaf converted to `dtype` (Tensor::to(DType)); the named forms as Tensor's.
+  TensorTree to(DType dtype) const;
+  TensorTree to_float() const { return to(DType::Float32); }
+  TensorTree to_double() const { return to(DType::Float64); }
+  TensorTree half() const { return to(DType::Float16); }
+  TensorTree bfloat16() const { return to(DType::BFloat16); }
+  TensorTree to_int() const { return to(DType::Int32); }
+  TensorTree to_long() const { return to(DType::Int64); }
+  TensorTree to_bool() const { return to(DType::Bool); }
+
   // Memory.
   // A copy in page-locked host memory (CPU leaves; NotSupported without a usable CUDA runtime).
   TensorTree pin_memory() const;
@@ -402,6 +452,9 @@ class TT_API TensorTree {
   TensorTree reshaped(Shape batch_size, bool copy_allowed) const;
   TensorTree reduced(const char* operation, std::int64_t dim,
                      Tensor (Tensor::*leaf_fn)(std::int64_t, bool) const) const;
+  // element-wise arithmetic (tree_arith.cpp): fn on every leaf / pair of leaves, errors naming the leaf
+  TensorTree leafwise(const char* operation, const std::function<Tensor(const Tensor&)>& fn) const;
+  TensorTree leafwise(const char* operation, const TensorTree& other, const PairLeafFn& fn) const;
   void build_from(const std::vector<TreeInit>& entries);
 
   template <class Fn>
@@ -419,6 +472,29 @@ class TT_API TensorTree {
 };
 
 TT_API std::ostream& operator<<(std::ostream& os, const TensorTree& tree);
+
+// Operators for TensorTree's element-wise methods; a scalar may stand on either side.
+TT_API TensorTree operator+(const TensorTree& a, const TensorTree& b);
+TT_API TensorTree operator+(const TensorTree& a, double b);
+TT_API TensorTree operator+(double a, const TensorTree& b);
+TT_API TensorTree operator-(const TensorTree& a, const TensorTree& b);
+TT_API TensorTree operator-(const TensorTree& a, double b);
+TT_API TensorTree operator-(double a, const TensorTree& b);
+TT_API TensorTree operator*(const TensorTree& a, const TensorTree& b);
+TT_API TensorTree operator*(const TensorTree& a, double b);
+TT_API TensorTree operator*(double a, const TensorTree& b);
+TT_API TensorTree operator/(const TensorTree& a, const TensorTree& b);
+TT_API TensorTree operator/(const TensorTree& a, double b);
+TT_API TensorTree operator/(double a, const TensorTree& b);
+TT_API TensorTree operator-(const TensorTree& a);
+TT_API const TensorTree& operator+=(const TensorTree& a, const TensorTree& b);
+TT_API const TensorTree& operator+=(const TensorTree& a, double b);
+TT_API const TensorTree& operator-=(const TensorTree& a, const TensorTree& b);
+TT_API const TensorTree& operator-=(const TensorTree& a, double b);
+TT_API const TensorTree& operator*=(const TensorTree& a, const TensorTree& b);
+TT_API const TensorTree& operator*=(const TensorTree& a, double b);
+TT_API const TensorTree& operator/=(const TensorTree& a, const TensorTree& b);
+TT_API const TensorTree& operator/=(const TensorTree& a, double b);
 
 // What TensorTree::to(device, non_blocking) returns: auto [gpu, work] = td.to(dev, true).
 struct [[nodiscard]] TreeTransfer {

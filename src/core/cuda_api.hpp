@@ -9,8 +9,10 @@
 #include <span>
 #include <utility>
 
+#include "core/elementwise.hpp"
 #include "core/pack_plan.hpp"
 #include "core/strided_view.hpp"
+#include "tensortree/dtype.hpp"
 
 namespace tensortree::cuda {
 
@@ -91,6 +93,20 @@ class CopyEvent {
 // Element-wise copy between two strided views of the same shape on one device, in one launch.
 void copy_strided(const detail::StridedView& dst, const detail::StridedView& src,
                   std::size_t itemsize, int device);
+
+// Element-wise operations over strided views of one shape on one device (inputs broadcast with
+// stride 0), one kernel launch each; synchronous. Operands and output hold `dtype` (the compute
+// dtype; the output is bool for comparisons), one that detail::kernel_computes (type_promotion.hpp):
+// NotSupported for the others.
+void elementwise_binary(detail::BinaryOp op, DType dtype, const detail::StridedView& out,
+                        const detail::StridedView& a, const detail::StridedView& b, int device);
+void elementwise_scalar(detail::BinaryOp op, DType dtype, const detail::StridedView& out,
+                        const detail::StridedView& a, double scalar, bool scalar_first, int device);
+void elementwise_unary(detail::UnaryOp op, DType dtype, const detail::StridedView& out,
+                       const detail::StridedView& a, double lo, double hi, int device);
+// Converts every element of `in` into `out` (same shape), as Tensor::to(DType).
+void convert(const detail::StridedView& out, DType out_dtype, const detail::StridedView& in, DType in_dtype,
+             int device);
 
 // Moves every segment between the leaves and `buffer` (all on `device`) with one descriptor upload
 // and one kernel launch; when packing, bytes between segments are zeroed. Synchronous.

@@ -23,6 +23,21 @@ void free_device(void*, int) noexcept {}
 void* alloc_pinned(std::size_t) { built_without_cuda("pinned host memory"); }
 void free_pinned(void*) noexcept {}
 void copy_bytes(void*, const void*, std::size_t) { built_without_cuda("device copies"); }
+void elementwise_binary(detail::BinaryOp, DType, const detail::StridedView&, const detail::StridedView&,
+                        const detail::StridedView&, int) {
+  built_without_cuda("element-wise kernels");
+}
+void elementwise_scalar(detail::BinaryOp, DType, const detail::StridedView&, const detail::StridedView&, double,
+                        bool, int) {
+  built_without_cuda("element-wise kernels");
+}
+void elementwise_unary(detail::UnaryOp, DType, const detail::StridedView&, const detail::StridedView&, double,
+                       double, int) {
+  built_without_cuda("element-wise kernels");
+}
+void convert(const detail::StridedView&, DType, const detail::StridedView&, DType, int) {
+  built_without_cuda("element-wise kernels");
+}
 void copy_strided(const detail::StridedView&, const detail::StridedView&, std::size_t, int) {
   built_without_cuda("device copies");
 }

@@ -14,4 +14,10 @@ void throw_too_many_pack_chunks(std::uint64_t total_bytes, std::size_t max_chunk
                                     chunk_bytes));
 }
 
+void throw_unsupported_kernel_dtype(const char* operation, std::uint8_t dtype) {
+  throw NotSupported(fmt::format("{} of {} elements on a CUDA device: the element-wise kernels compute bool, "
+                                 "integer, float16, bfloat16, float32 and float64 only",
+                                 operation, static_cast<DType>(dtype)));
+}
+
 }  // namespace tensortree::cuda

@@ -14,4 +14,8 @@ namespace tensortree::cuda {
 [[noreturn]] void throw_too_many_pack_chunks(std::uint64_t total_bytes, std::size_t max_chunks,
                                              std::size_t chunk_bytes);
 
+// NotSupported: an element-wise kernel (`operation`) on elements of `dtype` (raw DType value), which
+// the kernels do not compute (complex and float8).
+[[noreturn]] void throw_unsupported_kernel_dtype(const char* operation, std::uint8_t dtype);
+
 }  // namespace tensortree::cuda
