@@ -97,7 +97,7 @@ void lock_as_publisher(int fd, const std::string& path) {
 NewPublicationFile::NewPublicationFile(std::string path, std::uint64_t bytes) : path_(std::move(path)) {
   temporary_ = fmt::format("{}.new-{}-{}", path_, ::getpid(), std::random_device{}());
   file_.fd = detail::FileDescriptor(::open(temporary_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!file_.fd.valid()) failed("creating " + temporary_ + " for the first publish", path_);
+  if (!file_.fd.valid()) failed(fmt::format("creating {} for the first publish", temporary_), path_);
   if (::ftruncate(file_.fd.get(), static_cast<off_t>(bytes)) != 0) {
     const int error = errno;
     ::unlink(temporary_.c_str());
@@ -120,7 +120,7 @@ OpenFile NewPublicationFile::commit() {
                                         "publisher owns the name",
                                         path_));
     }
-    failed("linking " + temporary_ + " into place", path_);
+    failed(fmt::format("linking {} into place", temporary_), path_);
   }
   committed_ = true;
   ::unlink(temporary_.c_str());
