@@ -1,9 +1,14 @@
 // CUDA parameters on one node: the publisher's slots are device memory, and a subscriber in another
-// process (forked before either touches CUDA) maps them through CUDA IPC and reads each version.
+// process maps them through CUDA IPC and reads each version. The subscriber is this program run
+// again (fork, then exec): the GPU main has initialised CUDA before any test starts, and a forked
+// child cannot use an inherited CUDA context.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include "tensortree/error.hpp"
 #include "tensortree/weights.hpp"
@@ -15,6 +20,8 @@ using namespace tensortree::weights_test;
 namespace {
 
 constexpr std::uint64_t kVersions = 20;
+// The environment variable that hands the publisher's name to the subscriber process.
+constexpr const char* kNameVariable = "TENSORTREE_TEST_WEIGHTS_NAME";
 
 // The child's exit status: 0 when it saw the last version whole, views on the device included.
 int subscribe_on_device(const std::string& name) {
@@ -30,7 +37,8 @@ int subscribe_on_device(const std::string& name) {
     }
     const auto [version, copy] = subscriber.latest_copy();
     return version == kVersions && params_mismatch(copy.to(Device::cpu()), kVersions).empty() ? 0 : 5;
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "subscriber: %s\n", e.what());
     return 6;
   }
 }
@@ -39,10 +47,13 @@ int subscribe_on_device(const std::string& name) {
 
 TEST_CASE("CUDA slots published by one process are read through CUDA IPC by another") {
   const std::string name = unique_name("cuda");
-  // Fork first: a child must not inherit a CUDA context.
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
-  if (child == 0) ::_exit(subscribe_on_device(name));
+  if (child == 0) {
+    ::setenv(kNameVariable, name.c_str(), 1);
+    ::execl("/proc/self/exe", "gpu_weights_cuda", "[.subscriber]", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
   {
     WeightPublisher publisher(name, {.device = Device::cuda(0)});
     for (std::uint64_t v = 1; v <= kVersions; ++v) publisher.publish(make_params(v));
@@ -51,4 +62,11 @@ TEST_CASE("CUDA slots published by one process are read through CUDA IPC by anot
     REQUIRE(WIFEXITED(status));
     REQUIRE(WEXITSTATUS(status) == 0);
   }
+}
+
+// Run only by the test above, in its child process.
+TEST_CASE("subscriber process of the CUDA weights test", "[.subscriber]") {
+  const char* name = std::getenv(kNameVariable);
+  REQUIRE(name != nullptr);
+  REQUIRE(subscribe_on_device(name) == 0);
 }
