@@ -1,6 +1,7 @@
 // memmap_ and load_memmap against the floors set by plain file I/O: saving a tree vs writing one
 // file of the same bytes, and mapping a tree then reading every byte vs read() of that file from
-// the page cache and vs memcpy between two buffers. With --device cuda, also loading the tree onto
+// the page cache and vs memcpy between two buffers; reading a tree into one new block
+// (MemmapMode::Copy) and into an existing tree (`out`) vs the same memcpy. With --device cuda, also loading the tree onto
 // the GPU vs one copy of the same bytes from pinned host memory to the device. Prints a table (or
 // CSV) and exits non-zero if a saved or loaded tree differs from its source.
 //
@@ -148,12 +149,19 @@ void run_case(int leaves, const Config& config, bench::Table& table) {
   const double t_read = bench::time_per_call([&] { read_file(plain_file, dst); });
   check(dst == expected, "the plain file differs from the tree's bytes");
   const double t_memcpy = bench::time_per_call([&] { std::memcpy(dst.data(), expected.data(), expected.size()); });
+  const LoadMemmapOptions copied{.mode = MemmapMode::Copy};
+  check(TensorTree::load_memmap(tree_dir, copied).equal(source), "a tree read into one block differs from the saved one");
+  const double t_copy_load = bench::time_per_call([&] { (void)TensorTree::load_memmap(tree_dir, copied); });
+  const LoadMemmapOptions into{.out = TensorTree::load_memmap(tree_dir, copied)};
+  const double t_into = bench::time_per_call([&] { (void)TensorTree::load_memmap(tree_dir, into); });
+  check(into.out->equal(source), "a tree read into an existing tree differs from the saved one");
   const auto [cuda_rate, cuda_vs_copy] = time_cuda_load(tree_dir, source, config);
 
   table.add({std::to_string(leaves) + " leaves", bench::fixed(bytes / 1048576.0, 1), bench::fixed(t_save * 1e3, 2),
              bench::fixed(bytes / t_save / 1e9, 2), bench::fixed(t_write / t_save, 2), bench::fixed(t_load * 1e3, 2),
              bench::fixed(bytes / t_load / 1e9, 2), bench::fixed(t_memcpy / t_load, 2),
-             bench::fixed(t_read / t_load, 2), cuda_rate, cuda_vs_copy});
+             bench::fixed(t_read / t_load, 2), bench::fixed(t_copy_load * 1e3, 2), bench::fixed(t_memcpy / t_copy_load, 2),
+             bench::fixed(t_into * 1e3, 2), bench::fixed(t_memcpy / t_into, 2), cuda_rate, cuda_vs_copy});
   fs::remove_all(tree_dir);
   fs::remove(plain_file);
 }
@@ -185,7 +193,8 @@ int main(int argc, char** argv) {
   config.dir = fs::path(dir) / ("bench_memmap_" + std::to_string(::getpid()) + "_" + std::to_string(random()));
   fs::create_directories(config.dir);
   bench::Table table({"tree", "MiB", "save_ms", "save_GB/s", "vs_plain_write", "load+read_ms", "load_GB/s",
-                      "vs_memcpy", "vs_plain_read", "cuda_load_GB/s", "vs_pinned_h2d"},
+                      "vs_memcpy", "vs_plain_read", "copy_ms", "copy_vs_memcpy", "into_ms", "into_vs_memcpy", "cuda_load_GB/s",
+                      "vs_pinned_h2d"},
                      csv);
   int status = 0;
   try {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,19 +51,31 @@ struct MemmapOptions {
 enum class MemmapMode {
   ReadOnly,   // the files are never written; writes into the tree stay in this process (copy-on-write)
   ReadWrite,  // writes into the tree reach the files, and every process mapping them sees them
+  // Every leaf is read into one block of this process's memory when the tree loads, by several
+  // threads: the fastest way to read a whole tree (a mapping reads it a page fault at a time), and
+  // nothing stays mapped or open, so a tree of any number of leaves loads (each mapping counts
+  // against vm.max_map_count). Later changes to the files are not seen; the files are never written.
+  Copy,
 };
 
 struct LoadMemmapOptions {
   MemmapMode mode = MemmapMode::ReadOnly;
-  // cpu(): the leaves view the mapped files. cuda:N: the leaves are copied into one device block
-  // (each leaf a view of it) through pinned staging buffers: several threads read a window of chunks
-  // out of the files while the window before it crosses the bus (NotSupported without a usable CUDA
-  // device).
+  // cpu(): as `mode` says. cuda:N: the leaves are read into one device block (each leaf a view of
+  // it; `mode` does not matter) through pinned staging buffers: several threads read a window of
+  // chunks out of the files while the window before it crosses the bus (NotSupported without a
+  // usable CUDA device).
   Device device = Device::cpu();
   // Loads only the sub-tree at this path ({"next"}); the empty path is the whole tree.
   Path sub_path = {};
-  // Bytes per pinned staging buffer on the CUDA path: two per reader thread, one thread per core up to 8.
+  // Bytes each reading thread reads at a time into a block (MemmapMode::Copy, CUDA loads); on the
+  // CUDA path also the bytes of each pinned staging buffer: two per reader thread, one thread per
+  // core up to 8.
   std::size_t staging_bytes = std::size_t{4} << 20;
+  // When set, the files are read into this tree's leaves, as MemmapMode::Copy reads them but with
+  // no new memory, and load_memmap returns it: a reader that loads checkpoints again and again
+  // reuses its tree (TensorDict's `out=`). It must hold exactly the saved keys, each contiguous on
+  // the CPU with the saved dtype and shape: InvalidArgument naming the first key that differs.
+  std::optional<TensorTree> out = std::nullopt;
   // madvise(MADV_RANDOM) on every mapping: a page fault reads only its page, not the kernel's
   // read-around window (read_ahead_kb, often megabytes). For sampling scattered rows; it slows a
   // sequential read of everything.

@@ -6,46 +6,11 @@
 #include <cstring>
 #include <thread>
 
-#include "core/checked_math.hpp"
 #include "core/cuda_api.hpp"
 #include "core/pinned_pool.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
-
-// ---- UploadImage -------------------------------------------------------------------------------
-
-std::size_t UploadImage::add(const Tensor& host) {
-  if (host.device().is_cuda() || !host.is_contiguous()) {
-    throw InvalidArgument("upload: a leaf to upload must be contiguous and on the CPU");
-  }
-  const std::size_t offset = total_;
-  const std::size_t bytes = host.nbytes();
-  if (bytes == 0) return offset;
-  const auto end = checked_add<std::uint64_t>(offset, bytes);
-  const auto padded = end ? checked_align_up(*end, kAlignment) : std::nullopt;
-  if (!padded || *padded > SIZE_MAX) throw CorruptData("upload: the tree's leaves hold more bytes than memory can");
-  pieces_.push_back({offset, bytes, host});
-  total_ = static_cast<std::size_t>(*padded);
-  return offset;
-}
-
-void UploadImage::read(std::size_t offset, std::span<std::byte> out) const {
-  const std::size_t end = offset + out.size();
-  // The first piece that ends after `offset`; pieces lie in order without overlapping.
-  auto piece = std::upper_bound(pieces_.begin(), pieces_.end(), offset,
-                                [](std::size_t at, const Piece& p) { return at < p.offset + p.bytes; });
-  std::size_t written = offset;  // block bytes of `out` filled so far
-  for (; piece != pieces_.end() && piece->offset < end; ++piece) {
-    const std::size_t from = std::max(offset, piece->offset);
-    const std::size_t to = std::min(end, piece->offset + piece->bytes);
-    std::memset(out.data() + (written - offset), 0, from - written);
-    const auto* data = static_cast<const std::byte*>(piece->host.data_ptr());
-    std::memcpy(out.data() + (from - offset), data + (from - piece->offset), to - from);
-    written = to;
-  }
-  std::memset(out.data() + (written - offset), 0, end - written);
-}
 
 // ---- the copy loop -------------------------------------------------------------------------------
 
@@ -90,10 +55,10 @@ class StagingWindows {
 };
 
 // Copies the whole image to `block`, a window of chunks at a time: threads read one window out of the
-// mappings while the stream carries the window before it to the device. Every CUDA call stays on the
+// files while the stream carries the window before it to the device. Every CUDA call stays on the
 // calling thread, whose current device the caller chose; the reader threads never touch CUDA.
-void copy_image(const UploadImage& image, std::byte* block, int device, std::size_t chunk_bytes) {
-  const std::size_t total = image.total_bytes();  // upload_tree copies no empty image
+void copy_image(const BlockImage& image, std::byte* block, int device, std::size_t chunk_bytes) {
+  const std::size_t total = image.total_bytes();  // upload_image copies no empty image
   const std::size_t chunk = std::min(total, std::max(chunk_bytes, kMinChunk));
   const std::size_t chunks = total / chunk + (total % chunk != 0);
   const std::size_t lanes = std::min(reader_lanes(), chunks);
@@ -116,19 +81,10 @@ void copy_image(const UploadImage& image, std::byte* block, int device, std::siz
 
 }  // namespace
 
-TensorTree upload_tree(const TensorTree& host_tree, Device device, std::size_t chunk_bytes) {
-  UploadImage image;
-  std::vector<std::size_t> offsets;
-  host_tree.for_each_leaf([&](const Path&, const Tensor& leaf) { offsets.push_back(image.add(leaf)); });
-  if (image.total_bytes() == 0) return host_tree.to(device);  // only empty leaves: nothing to copy
+StoragePtr upload_image(const BlockImage& image, Device device, std::size_t chunk_bytes) {
   const StoragePtr block = Storage::allocate(image.total_bytes(), device);
-  copy_image(image, block->data(), device.index(), chunk_bytes);
-  std::size_t next = 0;
-  return host_tree.apply([&](const Tensor& leaf) {
-    const std::size_t offset = offsets[next++];
-    if (leaf.nbytes() == 0) return Tensor::empty(leaf.shape(), {leaf.dtype(), device});
-    return Tensor(block, offset, leaf.dtype(), leaf.shape(), contiguous_strides(leaf.shape()));
-  });
+  if (image.total_bytes() > 0) copy_image(image, block->data(), device.index(), chunk_bytes);
+  return block;
 }
 
 }  // namespace tensortree::detail

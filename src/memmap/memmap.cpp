@@ -1,12 +1,15 @@
 // Loading memmap trees: every directory and file is opened relative to its parent's descriptor
-// without following links, every meta.json field is checked, and each leaf file is mapped (not
-// read), so a loaded tree touches only the pages its reader touches.
+// without following links, and every meta.json field is checked. Then either each leaf file is
+// mapped (not read), so a loaded tree touches only the pages its reader touches; or every leaf is
+// read into one block (MemmapMode::Copy, and every load onto a CUDA device), by several threads,
+// with no mapping and no descriptor kept per leaf.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -14,6 +17,7 @@
 #include <utility>
 
 #include "core/text_format.hpp"
+#include "memmap/block_image.hpp"
 #include "memmap/device_upload.hpp"
 #include "memmap/memmap_fs.hpp"
 #include "memmap/memmap_meta.hpp"
@@ -239,6 +243,160 @@ TensorTree load_node(const NodeDir& node, const LoadState& state) {
   return tree;
 }
 
+// ---- loading into one block ----------------------------------------------------------------------
+
+// Every leaf of the tree at `root` in one block, or in the leaves of a tree given to read into: the
+// directories are walked first (each stays open until the reading ends, one descriptor per node),
+// then the leaf files are read by the chunks that overlap them, each opened, checked and closed by
+// the thread that reads it.
+class BlockLoad {
+ public:
+  explicit BlockLoad(const NodeDir& root)
+      : root_(root), image_([this](std::size_t index) { return open_file(index); }) {
+    collect(root);
+  }
+  BlockLoad(const BlockLoad&) = delete;
+  BlockLoad& operator=(const BlockLoad&) = delete;
+
+  const detail::BlockImage& image() const { return image_; }
+
+  // The tree with every leaf a view of `block` (which holds the image) on its device.
+  TensorTree tree(const StoragePtr& block) const {
+    std::size_t child = 0;
+    std::size_t leaf = 0;
+    return build(root_, block, child, leaf);
+  }
+
+  // Where each file leaf's bytes go in `out`, by file index: its leaf of the same key, which must
+  // be contiguous on the CPU with the saved dtype and shape. InvalidArgument naming the first key
+  // that differs, or that only one of the two has.
+  std::vector<std::byte*> destinations_in(const TensorTree& out) const {
+    std::vector<std::byte*> destinations(files_.size());
+    for (const Leaf& leaf : leaves_) {
+      const Path key = key_of(leaf);
+      if (!out.contains(key)) refuse_out(key, "the tree to read into has no such leaf");
+      const Tensor& target = out.get(key);
+      if (target.dtype() != leaf.entry->dtype || target.shape() != leaf.entry->shape) {
+        refuse_out(key, fmt::format("saved as {} {}, the tree to read into holds {} {}", leaf.entry->dtype,
+                                    shape_str(leaf.entry->shape), target.dtype(), shape_str(target.shape())));
+      }
+      if (!target.device().is_cpu() || !target.is_contiguous()) {
+        refuse_out(key, "the tree to read into must hold it contiguous on the CPU");
+      }
+      if (leaf.file != kNoFile) destinations[leaf.file] = static_cast<std::byte*>(target.data_ptr());
+    }
+    if (out.leaves().size() != leaves_.size()) {
+      out.for_each_leaf([&](const Path& key, const Tensor&) {
+        const bool saved = std::any_of(leaves_.begin(), leaves_.end(), [&](const Leaf& l) { return key_of(l) == key; });
+        if (!saved) refuse_out(key, "the saved tree has no such leaf");
+      });
+    }
+    return destinations;
+  }
+
+ private:
+  static constexpr std::size_t kNoFile = SIZE_MAX;  // a leaf of no bytes: TensorDict writes no file
+  struct Leaf {
+    const NodeDir* node;
+    const detail::MetaEntry* entry;
+    std::uint64_t nbytes;
+    std::size_t offset;
+    std::size_t file;  // its index in the image, or kNoFile
+  };
+
+  // Depth first, in meta.json's order: build() walks the same way.
+  void collect(const NodeDir& node) {
+    for (const detail::MetaEntry& entry : node.meta.entries) {
+      if (entry.is_node) {
+        children_.push_back(open_child(node, entry.key));
+        collect(children_.back());
+        continue;
+      }
+      Path path = node.path;
+      path.push_back(entry.key);
+      Leaf leaf{&node, &entry, detail::leaf_nbytes(entry.dtype, entry.shape, path_str(path)), 0, kNoFile};
+      if (leaf.nbytes > 0) {
+        leaf.file = files_.size();
+        files_.push_back(leaves_.size());
+        leaf.offset = image_.add_file(leaf.nbytes, leaf.file);
+      }
+      leaves_.push_back(leaf);
+    }
+  }
+
+  // The leaf's key in the loaded tree (below the sub-tree asked for).
+  Path key_of(const Leaf& leaf) const {
+    Path key(leaf.node->path.begin() + static_cast<std::ptrdiff_t>(root_.path.size()), leaf.node->path.end());
+    key.push_back(leaf.entry->key);
+    return key;
+  }
+
+  [[noreturn]] void refuse_out(const Path& key, std::string_view why) const {
+    throw InvalidArgument(fmt::format("load_memmap into a tree: key '{}' of '{}': {}", path_str(key),
+                                      root_.dir.string(), why));
+  }
+
+  detail::OpenedFile open_file(std::size_t index) const {
+    const Leaf& leaf = leaves_[files_[index]];
+    LeafFile file = open_leaf(*leaf.node, *leaf.entry, false);
+    if (file.size != static_cast<std::int64_t>(leaf.nbytes)) {
+      Path path = leaf.node->path;
+      path.push_back(leaf.entry->key);
+      corrupt(file.file, path, size_problem(file, *leaf.entry, leaf.nbytes));
+    }
+    return {std::move(file.fd), std::move(file.file)};
+  }
+
+  TensorTree build(const NodeDir& node, const StoragePtr& block, std::size_t& child, std::size_t& next) const {
+    TensorTree tree(node.meta.batch_size);
+    const Device device = block->device();
+    for (const detail::MetaEntry& entry : node.meta.entries) {
+      if (entry.is_node) {
+        tree.set(Path{entry.key}, build(children_[child++], block, child, next));
+        continue;
+      }
+      const Leaf& leaf = leaves_[next++];
+      tree.set(Path{entry.key}, leaf.file == kNoFile
+                                    ? Tensor::empty(entry.shape, {entry.dtype, device})
+                                    : Tensor(block, leaf.offset, entry.dtype, entry.shape, contiguous_strides(entry.shape)));
+    }
+    return tree;
+  }
+
+  const NodeDir& root_;
+  std::deque<NodeDir> children_;  // every node below the root, depth first (a deque: they stay put)
+  std::vector<Leaf> leaves_;      // every leaf, depth first
+  std::vector<std::size_t> files_;  // the leaves with bytes, by their index in the image
+  detail::BlockImage image_;
+};
+
+// Host memory for a block that is about to be written whole: in huge pages where the kernel has
+// them to give (transparent huge pages), since faulting in a fresh block 4 KiB at a time costs more
+// than reading the files into it.
+StoragePtr allocate_host_block(std::size_t nbytes) {
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  if (nbytes < kHugePage) return Storage::allocate(nbytes, Device::cpu());
+  const std::size_t mapped = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* data = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (data == MAP_FAILED) TT_OS_ERROR("mmap", "(a block for a tree)");
+  ::madvise(data, mapped, MADV_HUGEPAGE);  // a hint: without huge pages the block works all the same
+  return Storage::adopt(data, nbytes, Device::cpu(), [mapped](void* p) { ::munmap(p, mapped); });
+}
+
+TensorTree load_into_block(const NodeDir& root, Device device, std::size_t chunk_bytes) {
+  const BlockLoad load(root);
+  if (device.is_cuda()) return load.tree(detail::upload_image(load.image(), device, chunk_bytes));
+  const StoragePtr block = allocate_host_block(load.image().total_bytes());
+  detail::read_image(load.image(), block->data(), chunk_bytes);
+  return load.tree(block);
+}
+
+TensorTree load_into_tree(const NodeDir& root, const TensorTree& out, std::size_t chunk_bytes) {
+  const BlockLoad load(root);
+  load.image().read_files(load.destinations_in(out), chunk_bytes);
+  return out;
+}
+
 void list_node(const NodeDir& node, MemmapListing& out) {
   out.entries.push_back({node.path, true, node.meta.batch_size, DType::Float32, 0, -1, node.dir});
   for (const detail::MetaEntry& entry : node.meta.entries) {
@@ -274,10 +432,20 @@ void list_node(const NodeDir& node, MemmapListing& out) {
 }  // namespace
 
 TensorTree TensorTree::load_memmap(const fs::path& dir, const LoadMemmapOptions& options) {
+  if (options.out) {
+    if (options.device.is_cuda()) {
+      throw InvalidArgument("load_memmap: a tree to read into is read on the CPU; copy it to the device afterwards");
+    }
+    return with_sub_tree(dir, options.sub_path,
+                         [&](const NodeDir& root) { return load_into_tree(root, *options.out, options.staging_bytes); });
+  }
+  if (options.mode == MemmapMode::Copy || options.device.is_cuda()) {
+    const Device device = options.device.is_cuda() ? resolve_device(options.device) : Device::cpu();
+    return with_sub_tree(dir, options.sub_path,
+                         [&](const NodeDir& root) { return load_into_block(root, device, options.staging_bytes); });
+  }
   const LoadState state{options.mode == MemmapMode::ReadWrite, options.random_access};
-  TensorTree mapped = with_sub_tree(dir, options.sub_path, [&](const NodeDir& root) { return load_node(root, state); });
-  if (!options.device.is_cuda()) return mapped;
-  return detail::upload_tree(mapped, resolve_device(options.device), options.staging_bytes);
+  return with_sub_tree(dir, options.sub_path, [&](const NodeDir& root) { return load_node(root, state); });
 }
 
 MemmapListing list_memmap(const fs::path& dir, const Path& sub_path) {

@@ -41,14 +41,19 @@ void write_files(std::string_view input) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   write_files(std::string_view(reinterpret_cast<const char*>(data), size));
-  return fuzz::expect_typed_errors([] {
-    const tensortree::TensorTree tree = tensortree::TensorTree::load_memmap(scratch());
-    std::uint64_t checksum = 0;  // touches every byte of every mapped leaf
-    tree.for_each_leaf([&](const tensortree::Path&, const tensortree::Tensor& leaf) {
-      const auto* bytes = static_cast<const unsigned char*>(leaf.data_ptr());
-      for (std::size_t i = 0; i < leaf.nbytes(); ++i) checksum += bytes[i];
+  // The mapped load and the load into one block must both end in a typed error or a whole tree.
+  int status = 0;
+  for (const auto mode : {tensortree::MemmapMode::ReadOnly, tensortree::MemmapMode::Copy}) {
+    status |= fuzz::expect_typed_errors([mode] {
+      const tensortree::TensorTree tree = tensortree::TensorTree::load_memmap(scratch(), {.mode = mode});
+      std::uint64_t checksum = 0;  // touches every byte of every leaf
+      tree.for_each_leaf([&](const tensortree::Path&, const tensortree::Tensor& leaf) {
+        const auto* bytes = static_cast<const unsigned char*>(leaf.data_ptr());
+        for (std::size_t i = 0; i < leaf.nbytes(); ++i) checksum += bytes[i];
+      });
+      // An empty asm that "reads" the sum, so the loop that touches the pages is not optimised away.
+      asm volatile("" : : "r"(checksum));
     });
-    // An empty asm that "reads" the sum, so the loop that touches the pages is not optimised away.
-    asm volatile("" : : "r"(checksum));
-  });
+  }
+  return status;
 }

@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "memmap_test_support.hpp"
 
@@ -79,7 +82,7 @@ TEST_CASE("a nested tree of every dtype, zero-size leaves and awkward keys round
   saved.memmap_(scratch / "tree");
   require_same_tree(saved, source);
 
-  for (const MemmapMode mode : {MemmapMode::ReadOnly, MemmapMode::ReadWrite}) {
+  for (const MemmapMode mode : {MemmapMode::ReadOnly, MemmapMode::ReadWrite, MemmapMode::Copy}) {
     const TensorTree loaded = TensorTree::load_memmap(scratch / "tree", {.mode = mode});
     require_same_tree(loaded, source);
   }
@@ -270,6 +273,8 @@ TEST_CASE("sub_path loads one sub-tree with its own batch size") {
   require_same_tree(next, source.subtree("next"));
   const TensorTree deep = TensorTree::load_memmap(scratch / "t", {.sub_path = {"nodes", ".."}});
   require_same_tree(deep, source.subtree(Path{"nodes", ".."}));
+  require_same_tree(TensorTree::load_memmap(scratch / "t", {.mode = MemmapMode::Copy, .sub_path = {"nodes", ".."}}),
+                    source.subtree(Path{"nodes", ".."}));
   CHECK_THROWS_AS(TensorTree::load_memmap(scratch / "t", {.sub_path = {"missing"}}), InvalidArgument);
   CHECK_THROWS_AS(TensorTree::load_memmap(scratch / "t", {.sub_path = {"empty"}}), InvalidArgument);  // a leaf
 }
@@ -493,6 +498,80 @@ TEST_CASE("loading a 1 GiB tree and reading one row touches O(row) pages") {
   WARN("the same with default advice: " << after_default - before_default << " more resident pages");
   CHECK(after_default - before_default >= row_pages);
   CHECK(after_default - before_default <= row_pages + 8192);
+}
+
+namespace {
+
+std::size_t mappings_of_this_process() {
+  std::ifstream maps("/proc/self/maps");
+  return static_cast<std::size_t>(std::count(std::istreambuf_iterator<char>(maps), {}, '\n'));
+}
+
+}  // namespace
+
+TEST_CASE("MemmapMode::Copy reads every leaf into one block: nothing stays mapped, the files may go, writes stay here") {
+  const ScratchDir scratch;
+  constexpr int kLeaves = 2000;
+  TensorTree tree(Shape{3});
+  for (int i = 0; i < kLeaves; ++i) {
+    tree.set(Path{numbered("group", i % 7), numbered("leaf", i)}, patterned({3, 1 + i % 5}, DType::Int32, i));
+  }
+  const TensorTree source = tree.clone();
+  tree.memmap_(scratch / "t", {.durable = false});
+
+  const std::size_t before = mappings_of_this_process();
+  TensorTree loaded = TensorTree::load_memmap(scratch / "t", {.mode = MemmapMode::Copy, .staging_bytes = 4096});
+  // One block, not a mapping per leaf (vm.max_map_count would stop a tree of 65 530 leaves).
+  CHECK(mappings_of_this_process() < before + 16);
+  const Storage* block = nullptr;
+  loaded.for_each_leaf([&](const Path& path, const Tensor& leaf) {
+    INFO(path_str(path));
+    if (block == nullptr) block = leaf.storage().get();
+    CHECK(leaf.storage().get() == block);
+  });
+
+  fs::remove_all(scratch / "t");
+  require_same_tree(loaded, source);
+  loaded.get(Path{"group3", "leaf3"}).fill_(-5);  // this process's memory only
+  CHECK(loaded.get(Path{"group3", "leaf3"}).equal(Tensor::full({3, 4}, -5, {DType::Int32})));
+}
+
+TEST_CASE("load_memmap with `out` reads the files into that tree's leaves, and refuses one of another layout") {
+  const ScratchDir scratch;
+  TensorTree tree = every_dtype_tree();
+  const TensorTree source = tree.clone();
+  tree.memmap_(scratch / "t");
+
+  TensorTree out = source.apply([](const Tensor& leaf) { return Tensor::zeros(leaf.shape(), {leaf.dtype()}); });
+  const std::vector<std::pair<Path, Tensor>> before = out.leaves();
+  const TensorTree loaded = TensorTree::load_memmap(scratch / "t", {.out = out});
+  require_same_tree(out, source);
+  require_same_tree(loaded, source);
+  for (const auto& [path, leaf] : before) {  // the same memory, written in place
+    INFO(path_str(path));
+    CHECK(out.get(path).data_ptr() == leaf.data_ptr());
+  }
+
+  const auto refused = [&](const TensorTree& target, const std::string& fragment) {
+    try {
+      (void)TensorTree::load_memmap(scratch / "t", {.out = target});
+      FAIL("load_memmap read into a tree of another layout");
+    } catch (const InvalidArgument& e) {
+      CHECK_THAT(e.what(), Catch::Contains(fragment));
+    }
+  };
+  TensorTree wrong_dtype = out.clone();
+  wrong_dtype.set(Path{"next", "reward"}, Tensor::zeros(out.get(Path{"next", "reward"}).shape(), {DType::Float64}));
+  refused(wrong_dtype, "'next.reward'");
+  TensorTree missing = out.clone();
+  missing.erase(Path{"next", "reward"});
+  refused(missing, "'next.reward'");
+  TensorTree extra = out.clone();
+  extra.set(Path{"next", "surplus"}, Tensor::zeros({3, 2}, {DType::Int8}));
+  refused(extra, "'next.surplus'");
+  TensorTree strided = out.clone();
+  strided.set(Path{"strided"}, Tensor::zeros({5, 3}, {DType::Int32}).transpose(0, 1));
+  refused(strided, "contiguous on the CPU");
 }
 
 TEST_CASE("loading onto a CUDA device without one is NotSupported") {

@@ -1,5 +1,6 @@
 // Hostile memmap directories: truncated or oversized files, lying meta.json files, missing files and
-// symbolic links. Each is a typed error naming the file, never a crash (these run under ASan/UBSan).
+// symbolic links. Each is a typed error naming the file, never a crash (these run under ASan/UBSan),
+// and the same error whether the tree is mapped or read into one block (MemmapMode::Copy).
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -51,7 +52,8 @@ struct GoodTree {
 };
 
 template <class Error>
-void require_error(const fs::path& root, const std::vector<std::string>& fragments, const LoadMemmapOptions& options = {}) {
+void require_error_once(const fs::path& root, const std::vector<std::string>& fragments,
+                        const LoadMemmapOptions& options) {
   try {
     (void)TensorTree::load_memmap(root, options);
     FAIL("load_memmap accepted a hostile tree");
@@ -59,6 +61,18 @@ void require_error(const fs::path& root, const std::vector<std::string>& fragmen
     const std::string message = e.what();
     INFO(message);
     for (const std::string& fragment : fragments) CHECK(message.find(fragment) != std::string::npos);
+  }
+}
+
+// The same error from the mapped load and, for a read-only one, from the load into one block.
+template <class Error>
+void require_error(const fs::path& root, const std::vector<std::string>& fragments, const LoadMemmapOptions& options = {}) {
+  require_error_once<Error>(root, fragments, options);
+  if (options.mode == MemmapMode::ReadOnly) {
+    LoadMemmapOptions copied = options;
+    copied.mode = MemmapMode::Copy;
+    INFO("MemmapMode::Copy");
+    require_error_once<Error>(root, fragments, copied);
   }
 }
 
