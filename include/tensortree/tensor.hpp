@@ -114,7 +114,9 @@ class TT_API Tensor {
   // Copies to another device; returns itself when already there. NotSupported when no CUDA device
   // can be used (none present, or a build without CUDA).
   Tensor to(Device device) const;
-  // Writes src's elements into this view (shapes must match; dtypes must match; any devices).
+  // Writes src's elements into this view (shapes must match; dtypes must match; any devices). A copy
+  // between two CUDA tensors returns once it is queued on the current stream (cudaMemcpy's
+  // semantics); later library work is ordered after it, and a copy to the host waits for it.
   void copy_(const Tensor& src) const;
   void fill_(double value) const;
 

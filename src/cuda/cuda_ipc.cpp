@@ -8,6 +8,7 @@
 #include "cuda/cuda_ipc.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
+#include "cuda/driver_function.hpp"
 #include "cuda/stream_order.hpp"
 #include "tensortree/error.hpp"
 
@@ -64,25 +65,14 @@ void* open_memory(const Handle& handle, int device) {
 }
 
 void close_memory(void* mapped, int device) noexcept {
-  int previous = 0;
-  const bool switched =
-      cudaGetDevice(&previous) == cudaSuccess && previous != device && cudaSetDevice(device) == cudaSuccess;
+  DeviceGuard guard(device, std::nothrow);
   cudaIpcCloseMemHandle(mapped);
-  if (switched) cudaSetDevice(previous);
 }
 
 std::size_t allocation_bytes(const void* ptr, int device) {
-  // cuMemGetAddressRange through the runtime's entry point: no link against the driver library.
   using GetAddressRange = int (*)(unsigned long long* base, std::size_t* size, unsigned long long ptr);
-  static GetAddressRange get_range = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    TT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &function, 12000, cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || function == nullptr) {
-      throw tensortree::BackendError("the CUDA driver has no cuMemGetAddressRange");
-    }
-    return reinterpret_cast<GetAddressRange>(function);
-  }();
+  static const auto get_range = driver_function<GetAddressRange>("cuMemGetAddressRange");
+  if (get_range == nullptr) throw tensortree::BackendError("the CUDA driver has no cuMemGetAddressRange");
   DeviceGuard guard(device);
   unsigned long long base = 0;
   std::size_t size = 0;
@@ -116,11 +106,8 @@ void* open_event(const Handle& handle, int device) {
 }
 
 void destroy_event(void* event, int device) noexcept {
-  int previous = 0;
-  const bool switched =
-      cudaGetDevice(&previous) == cudaSuccess && previous != device && cudaSetDevice(device) == cudaSuccess;
+  DeviceGuard guard(device, std::nothrow);
   cudaEventDestroy(static_cast<cudaEvent_t>(event));
-  if (switched) cudaSetDevice(previous);
 }
 
 void copy_and_record(void* dst, const void* src, std::size_t nbytes, void* event, int device) {

@@ -45,12 +45,9 @@ void* alloc_device(std::size_t nbytes, int device) {
 
 void free_device(void* ptr, int device) noexcept {
   if (ptr == nullptr) return;
-  // No DeviceGuard: a destructor path must not throw. cudaFree needs the owning device current.
-  int previous = 0;
-  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
-                        cudaSetDevice(device) == cudaSuccess;
+  // A destructor path: nothing may throw. cudaFree needs the owning device current.
+  DeviceGuard guard(device, std::nothrow);
   cudaFree(ptr);
-  if (switched) cudaSetDevice(previous);
 }
 
 void* alloc_pinned(std::size_t nbytes) {
