@@ -21,8 +21,10 @@ inline std::optional<WaitClock::time_point> deadline_after(std::chrono::millisec
   return WaitClock::now() + std::max(limit, std::chrono::milliseconds::zero());
 }
 
-// How a wait polls. Backoff: yields first (most operations finish within microseconds), then short
-// sleeps, so that a long wait does not burn a core a progress thread may need. Spin: yields only,
+// How a wait polls. Backoff: yields for the first millisecond (transfers, device copies and
+// acknowledgements finish within it; a sleep there would add its own oversleeping, tens of
+// microseconds each, to every transfer), then short sleeps, so that a long wait does not burn a core
+// a progress thread may need. Spin: yields only,
 // for transports that progress only inside their test call (MPI over TCP), where a sleep between
 // tests would stall the transfer itself.
 enum class WaitStyle : unsigned char { Backoff, Spin };
@@ -30,14 +32,15 @@ enum class WaitStyle : unsigned char { Backoff, Spin };
 // Polls `done` until it returns true (then true) or `deadline` passes (then false).
 template <class Done>
 bool poll_until(Done&& done, std::optional<WaitClock::time_point> deadline, WaitStyle style = WaitStyle::Backoff) {
-  constexpr int kYieldingPolls = 64;
+  constexpr auto kYieldingFor = std::chrono::milliseconds(1);
   constexpr auto kLongestSleep = std::chrono::microseconds(1000);
   auto pause_length = std::chrono::microseconds(10);
-  for (int polls = 0;; ++polls) {
+  const auto stop_yielding = WaitClock::now() + kYieldingFor;
+  for (;;) {
     if (done()) return true;
     const auto now = WaitClock::now();
     if (deadline && now >= *deadline) return false;
-    if (style == WaitStyle::Spin || polls < kYieldingPolls) {
+    if (style == WaitStyle::Spin || now < stop_yielding) {
       std::this_thread::yield();
       continue;
     }
