@@ -52,24 +52,37 @@ Enum choice_from_environment(const char* name, std::initializer_list<std::pair<s
 
 }  // namespace
 
-GroupOptions GroupOptions::from_environment() {
-  GroupOptions options;
-  if (const auto milliseconds = positive_from_environment("TENSORTREE_TIMEOUT_MS", "milliseconds")) {
-    options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(*milliseconds));
+ResolvedGroupOptions GroupOptions::resolve() const {
+  ResolvedGroupOptions resolved;
+  if (timeout) {
+    resolved.timeout = *timeout;
+  } else if (const auto milliseconds = positive_from_environment("TENSORTREE_TIMEOUT_MS", "milliseconds")) {
+    resolved.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(*milliseconds));
   }
-  if (const auto bytes = positive_from_environment("TENSORTREE_MAX_MESSAGE_BYTES", "bytes")) {
-    options.max_message_bytes = *bytes;
+  if (resolved.timeout <= std::chrono::milliseconds::zero()) {
+    throw InvalidArgument(fmt::format("GroupOptions::timeout must be positive, got {} ms", resolved.timeout.count()));
   }
-  options.debug_checks = dist::detail::debug_setting_from_environment();
-  options.host_transport = choice_from_environment(
-      "TENSORTREE_HOST_TRANSPORT",
-      {{"auto", HostTransport::Auto}, {"mpi", HostTransport::Mpi}, {"shm", HostTransport::SharedMemory}},
-      HostTransport::Auto);
-  options.cuda_transport = choice_from_environment(
-      "TENSORTREE_CUDA_TRANSPORT",
-      {{"auto", CudaTransport::Auto}, {"nccl", CudaTransport::Nccl}, {"staged", CudaTransport::Staged}},
-      CudaTransport::Auto);
-  return options;
+  if (max_message_bytes) {
+    resolved.max_message_bytes = *max_message_bytes;
+  } else if (const auto bytes = positive_from_environment("TENSORTREE_MAX_MESSAGE_BYTES", "bytes")) {
+    resolved.max_message_bytes = *bytes;
+  }
+  resolved.debug_checks = debug_checks ? *debug_checks : dist::detail::debug_setting_from_environment();
+  resolved.host_transport =
+      host_transport ? *host_transport
+                     : choice_from_environment("TENSORTREE_HOST_TRANSPORT",
+                                               {{"auto", HostTransport::Auto},
+                                                {"mpi", HostTransport::Mpi},
+                                                {"shm", HostTransport::SharedMemory}},
+                                               resolved.host_transport);
+  resolved.cuda_transport =
+      cuda_transport ? *cuda_transport
+                     : choice_from_environment("TENSORTREE_CUDA_TRANSPORT",
+                                               {{"auto", CudaTransport::Auto},
+                                                {"nccl", CudaTransport::Nccl},
+                                                {"staged", CudaTransport::Staged}},
+                                               resolved.cuda_transport);
+  return resolved;
 }
 
 Group::Group(std::shared_ptr<detail::GroupState> state) : state_(std::move(state)) {}
@@ -83,8 +96,8 @@ const std::vector<int>& Group::world_ranks() const {
   return state_ ? state_->world_ranks() : no_ranks;
 }
 
-const GroupOptions& Group::options() const {
-  static const GroupOptions defaults;
+const ResolvedGroupOptions& Group::options() const {
+  static const ResolvedGroupOptions defaults;
   return state_ ? state_->options() : defaults;
 }
 
