@@ -62,8 +62,9 @@ struct TT_API ResolvedGroupOptions {
   // Debug mode, as PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL: before each dist_ops collective the
   // ranks compare operation, root, reduction, dtype and shape, and their own argument checks, in
   // one small extra round; a difference is InvalidArgument on every rank naming the ranks that
-  // differ, instead of wrong values, an aborted job or a rank left waiting. Every rank of a group
-  // must agree on it.
+  // differ, instead of wrong values, an aborted job or a rank left waiting. Point-to-point
+  // transfers carry the sender's dtype and shape, and a receiver whose tensor differs throws
+  // InvalidArgument naming both. Every rank of a group must agree on it.
   bool debug_checks = false;
 
   // See HostTransport and CudaTransport. Every member of a group must pass the same.
