@@ -313,8 +313,17 @@ class TT_API TensorTree {
   static TensorTree from_nested(Shape batch_size, std::initializer_list<TreeInit> entries);
 
   // ---- printing -------------------------------------------------------------------------------
-  // TensorDict's repr, fields sorted by key as TensorDict prints them.
+  // TensorDict's repr, fields sorted by key as TensorDict prints them (shapes and dtypes, no values).
   std::string str() const;
+  // What operator<< prints: the batch size and device, then each key in insertion order with its
+  // leaf's values as PyTorch prints them (abbreviated beyond 1000 elements), a sub-tree's keys
+  // indented under it:
+  //   TensorTree(batch_size=[2], device=cpu)
+  //       obs: tensor([[1., 2.],
+  //                    [3., 4.]])
+  //       next: TensorTree(batch_size=[2], device=cpu)
+  //           reward: tensor([0.5000, 1.5000])
+  std::string values_str() const;
 
   // ---- consolidation (one buffer holding every leaf) --------------------------------------------
   // Only a root reports it. Kept by in-place writes into leaves; any structural change anywhere in
