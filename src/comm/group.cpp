@@ -1,10 +1,10 @@
 #include "tensortree/group.hpp"
 
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
-#include <initializer_list>
 #include <optional>
 #include <ranges>
 #include <string>
@@ -39,8 +39,15 @@ std::optional<std::uint64_t> positive_from_environment(const char* name, const c
 // The value of environment variable `name` among `choices` (name, value); unset or empty is
 // `fallback`, anything else InvalidArgument listing the names.
 template <class Enum>
-Enum choice_from_environment(const char* name, std::initializer_list<std::pair<std::string_view, Enum>> choices,
-                             Enum fallback) {
+using Choices = std::array<std::pair<std::string_view, Enum>, 3>;
+
+constexpr Choices<HostTransport> kHostTransports{
+    {{"auto", HostTransport::Auto}, {"mpi", HostTransport::Mpi}, {"shm", HostTransport::SharedMemory}}};
+constexpr Choices<CudaTransport> kCudaTransports{
+    {{"auto", CudaTransport::Auto}, {"nccl", CudaTransport::Nccl}, {"staged", CudaTransport::Staged}}};
+
+template <class Enum>
+Enum choice_from_environment(const char* name, const Choices<Enum>& choices, Enum fallback) {
   const char* text = std::getenv(name);
   if (!text || !*text) return fallback;
   for (const auto& [choice, value] : choices) {
@@ -68,20 +75,12 @@ ResolvedGroupOptions GroupOptions::resolve() const {
     resolved.max_message_bytes = *bytes;
   }
   resolved.debug_checks = debug_checks ? *debug_checks : dist::detail::debug_setting_from_environment();
-  resolved.host_transport =
-      host_transport ? *host_transport
-                     : choice_from_environment("TENSORTREE_HOST_TRANSPORT",
-                                               {{"auto", HostTransport::Auto},
-                                                {"mpi", HostTransport::Mpi},
-                                                {"shm", HostTransport::SharedMemory}},
-                                               resolved.host_transport);
-  resolved.cuda_transport =
-      cuda_transport ? *cuda_transport
-                     : choice_from_environment("TENSORTREE_CUDA_TRANSPORT",
-                                               {{"auto", CudaTransport::Auto},
-                                                {"nccl", CudaTransport::Nccl},
-                                                {"staged", CudaTransport::Staged}},
-                                               resolved.cuda_transport);
+  resolved.host_transport = host_transport ? *host_transport
+                                           : choice_from_environment("TENSORTREE_HOST_TRANSPORT", kHostTransports,
+                                                                     resolved.host_transport);
+  resolved.cuda_transport = cuda_transport ? *cuda_transport
+                                           : choice_from_environment("TENSORTREE_CUDA_TRANSPORT", kCudaTransports,
+                                                                     resolved.cuda_transport);
   return resolved;
 }
 
