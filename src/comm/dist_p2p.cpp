@@ -38,18 +38,20 @@ WorkPtr recv_on(PeerTransport& on, const Tensor& landing, int src, int tag, cons
   constexpr std::string_view op = "recv";
   const Tensor header = p2p_header_buffer(landing);
   const auto check = [header, landing, group] { check_p2p_header(header, landing, group, op); };
-  const auto explain = [check](std::exception_ptr error) {
-    check();
-    std::rethrow_exception(error);
-  };
   if (src != kAnySource) {
     WorkPtr header_work = on.recv(header, src, tag);
-    return Work::then(Work::all({std::move(header_work), on.recv(landing, src, tag)}), check, explain);
+    // The data's receive failed (another length, say): the header, where it arrived, says why.
+    const auto explain = [check, header_work](std::exception_ptr error) {
+      if (header_work->is_completed() && !header_work->exception()) check();
+      std::rethrow_exception(error);
+    };
+    return Work::then(Work::all({header_work, on.recv(landing, src, tag)}), check, explain);
   }
   WorkPtr header_work = on.recv(header, kAnySource, tag);
   WorkPtr data = Work::chain(header_work, [header, landing, group, tag, check]() -> WorkPtr {
-    if (!p2p_header_bytes_match(header, landing)) check();  // throws: the data cannot be received here
+    // A garbled header or another length throws here: the data cannot be received into `landing`.
     const int sender = p2p_header_sender(header);
+    if (sender < 0 || !p2p_header_bytes_match(header, landing)) check();
     return group.transport(sender, landing.device()).recv(landing, sender, tag);
   });
   return Work::then(std::move(data), check);

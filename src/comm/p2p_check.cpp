@@ -54,7 +54,8 @@ Tensor p2p_header(const Tensor& tensor, int sender) {
 }
 
 Tensor p2p_header_buffer(const Tensor& tensor) {
-  return Tensor::empty({static_cast<std::int64_t>(kWords)}, {DType::Int64, tensor.device()});
+  // Zeros: a header that never arrived reads as garbled, not as whatever the memory held.
+  return Tensor::zeros({static_cast<std::int64_t>(kWords)}, {DType::Int64, tensor.device()});
 }
 
 int p2p_header_sender(const Tensor& header) {
