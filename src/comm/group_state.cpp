@@ -109,6 +109,7 @@ WorkPtr GroupState::progressing(Device device, const PeerTransport& posted_on, W
 }
 
 std::shared_ptr<GroupState> GroupState::split(int color, int key, std::vector<int> world_ranks, GroupOptions options) {
+  options.resolve();  // a bad TENSORTREE_* value throws before the collective step, on every rank alike
   std::unique_ptr<Bootstrap> sub = bootstrap().split(color, key);
   if (!sub) return std::make_shared<GroupState>(std::move(world_ranks), options);
   return std::make_shared<GroupState>(std::move(sub), factory_, std::move(world_ranks), options);
