@@ -397,7 +397,7 @@ std::int64_t next_size(std::int64_t bytes, double factor) {
 Group staged_world(const DistributedContext& context) {
   std::vector<int> everyone(static_cast<std::size_t>(context.size()));
   for (int r = 0; r < context.size(); ++r) everyone[static_cast<std::size_t>(r)] = r;
-  GroupOptions options = context.world().options();
+  GroupOptions options;
   options.cuda_transport = CudaTransport::Staged;
   return context.new_group(std::move(everyone), options);
 }

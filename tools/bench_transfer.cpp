@@ -90,7 +90,7 @@ struct Options {
 // A group's options with the transport --transports names for `device` (the names of
 // TENSORTREE_HOST_TRANSPORT and TENSORTREE_CUDA_TRANSPORT); a CLI::ValidationError for another.
 GroupOptions options_with_transport(const std::string& name, const std::string& device) {
-  GroupOptions options = GroupOptions::from_environment();
+  GroupOptions options;
   if (device == "cpu" && (name == "auto" || name == "mpi" || name == "shm")) {
     options.host_transport = name == "mpi" ? HostTransport::Mpi
                              : name == "shm" ? HostTransport::SharedMemory

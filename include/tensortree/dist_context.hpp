@@ -19,9 +19,10 @@ namespace tensortree {
 class TT_API DistributedContext {
  public:
   // argc/argv go to MPI_Init when this context initialises MPI. `options` are the world's, and
-  // the default of every group made from this context.
-  explicit DistributedContext(int* argc = nullptr, char*** argv = nullptr,
-                              GroupOptions options = GroupOptions::from_environment());
+  // the default of every group made from this context; fields left unset take the TENSORTREE_*
+  // variables' values (GroupOptions::resolve). A bad value of one is InvalidArgument naming the
+  // variable and the value, thrown before MPI starts.
+  explicit DistributedContext(int* argc = nullptr, char*** argv = nullptr, GroupOptions options = {});
   explicit DistributedContext(GroupOptions options);
   DistributedContext(const DistributedContext&) = delete;
   DistributedContext& operator=(const DistributedContext&) = delete;
@@ -39,7 +40,8 @@ class TT_API DistributedContext {
   const Group& world() const;
   // Collective over the world (every rank calls it with the same list; InvalidArgument on every
   // rank otherwise); ranks not in the list get a Group of which they are not a member. The first
-  // form takes the world's options.
+  // form takes the options the world was made with; the second layers `options` over the
+  // environment as the context does. InvalidArgument for bad options, before any collective step.
   Group new_group(std::vector<int> world_ranks) const;
   Group new_group(std::vector<int> world_ranks, GroupOptions options) const;
   // Collective over the world.

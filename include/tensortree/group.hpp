@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,10 +42,11 @@ enum class CudaTransport : unsigned char {
   Staged,  // pinned host memory over MPI for everything, even where NCCL or CUDA IPC could serve
 };
 
-// What a group's operations default to.
-struct TT_API GroupOptions {
+// The options a group runs with: every field set. Group::options() returns them; the defaults
+// here are the library's.
+struct TT_API ResolvedGroupOptions {
   // The longest a blocking wait on one of the group's operations may last before it throws
-  // Timeout (naming the operation, the peer and this limit). Must be positive.
+  // Timeout (naming the operation, the peer and this limit). Positive.
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
 
   // The most bytes this rank allocates for a message whose size only a peer's bytes vouch for: a
@@ -60,21 +62,33 @@ struct TT_API GroupOptions {
   // Debug mode, as PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL: before each dist_ops collective the
   // ranks compare operation, root, reduction, dtype and shape, and their own argument checks, in
   // one small extra round; a difference is InvalidArgument on every rank naming the ranks that
-  // differ, instead of wrong values, an aborted job or a rank left waiting. Every rank of a group
-  // must agree on it. TENSORTREE_DISTRIBUTED_DEBUG=DETAIL turns it on for every group as well.
+  // differ, instead of wrong values, an aborted job or a rank left waiting. Point-to-point
+  // transfers carry the sender's dtype and shape, and a receiver whose tensor differs throws
+  // InvalidArgument naming both. Every rank of a group must agree on it.
   bool debug_checks = false;
 
   // See HostTransport and CudaTransport. Every member of a group must pass the same.
   // Group::transport(peer, device).name() tells which one serves a peer.
   HostTransport host_transport = HostTransport::Auto;
   CudaTransport cuda_transport = CudaTransport::Auto;
+};
 
-  // The defaults, with `timeout` taken from TENSORTREE_TIMEOUT_MS where that is set (a positive
-  // number of milliseconds), `max_message_bytes` from TENSORTREE_MAX_MESSAGE_BYTES (a positive
-  // number of bytes), `debug_checks` from TENSORTREE_DISTRIBUTED_DEBUG (OFF, INFO or DETAIL),
-  // `host_transport` from TENSORTREE_HOST_TRANSPORT (auto, mpi or shm) and `cuda_transport` from
-  // TENSORTREE_CUDA_TRANSPORT (auto, nccl or staged); anything else is InvalidArgument.
-  static GroupOptions from_environment();
+// What a group's operations default to, as the caller asks: a field left unset takes its
+// environment variable's value where that is set, the default of ResolvedGroupOptions otherwise.
+// So `{.timeout = 30s}` changes the timeout and keeps every TENSORTREE_* setting of the others.
+struct TT_API GroupOptions {
+  std::optional<std::chrono::milliseconds> timeout = std::nullopt;  // TENSORTREE_TIMEOUT_MS (positive)
+  std::optional<std::uint64_t> max_message_bytes = std::nullopt;    // TENSORTREE_MAX_MESSAGE_BYTES (positive)
+  // TENSORTREE_DISTRIBUTED_DEBUG: OFF, INFO or DETAIL (on). Where this is unset the variable is read
+  // again at each operation, so a program may turn it on for a stretch of calls.
+  std::optional<bool> debug_checks = std::nullopt;
+  std::optional<HostTransport> host_transport = std::nullopt;  // TENSORTREE_HOST_TRANSPORT: auto|mpi|shm
+  std::optional<CudaTransport> cuda_transport = std::nullopt;  // TENSORTREE_CUDA_TRANSPORT: auto|nccl|staged
+
+  // Every field: this one's where set, else its variable's, else the default. InvalidArgument
+  // naming the variable and its value for a variable set to anything else, and for a timeout that
+  // is not positive. DistributedContext and new_group call it before anything else.
+  ResolvedGroupOptions resolve() const;
 };
 
 class TT_API Group {
@@ -87,8 +101,9 @@ class TT_API Group {
   bool is_member() const { return rank() >= 0; }
   // The world rank of each member, in group-rank order.
   const std::vector<int>& world_ranks() const;
-  // The options the group was made with (an empty Group's are the defaults).
-  const GroupOptions& options() const;
+  // The options the group runs with, as resolved when it was made (an empty Group's are the
+  // defaults).
+  const ResolvedGroupOptions& options() const;
 
   // The group's collectives on `device`: MPI for the CPU (the in-process engine for a group of
   // threads); NCCL for CUDA where the library was built with it (its communicator is created on

@@ -14,6 +14,7 @@
 #include "tensortree/dtype.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/export.hpp"
+#include "tensortree/scalar.hpp"
 #include "tensortree/shape.hpp"
 #include "tensortree/slice.hpp"
 #include "tensortree/storage.hpp"
@@ -163,29 +164,31 @@ class TT_API Tensor {
   Tensor amax(std::int64_t dim, bool keepdim = false) const;
 
   // ---- element-wise arithmetic (tensor_arith.cpp, tensor_cast.cpp), as PyTorch's ---------------
-  // Operands broadcast (NumPy's rule) and compute in promote_types(a, b) (dtype.hpp); a double
-  // scalar turns a bool or integer tensor into float32 and keeps a floating one's dtype. float16,
+  // Operands broadcast (NumPy's rule) and compute in promote_types(a, b) (dtype.hpp); a scalar
+  // follows PyTorch's rules for Python numbers (scalar.hpp): an integer keeps an integer tensor's
+  // dtype (bool becomes int64), a floating value turns a bool or integer tensor into float32, and a
+  // floating tensor keeps its dtype. float16,
   // bfloat16 and float8 compute in float. Integers wrap on overflow. Both tensors must be on one
   // device. InvalidArgument / NotSupported name the operation, the shapes and the dtypes.
   Tensor add(const Tensor& other) const;
-  Tensor add(double other) const;
+  Tensor add(Scalar other) const;
   Tensor sub(const Tensor& other) const;
-  Tensor sub(double other) const;
+  Tensor sub(Scalar other) const;
   Tensor mul(const Tensor& other) const;
-  Tensor mul(double other) const;
+  Tensor mul(Scalar other) const;
   // True division: bool and integer operands give float32.
   Tensor div(const Tensor& other) const;
-  Tensor div(double other) const;
+  Tensor div(Scalar other) const;
   // In place: the broadcast shape must be this tensor's, and the result dtype must cast back to
   // this tensor's (can_cast: an int64 tensor refuses += 0.5 or += a float tensor).
   const Tensor& add_(const Tensor& other) const;
-  const Tensor& add_(double other) const;
+  const Tensor& add_(Scalar other) const;
   const Tensor& sub_(const Tensor& other) const;
-  const Tensor& sub_(double other) const;
+  const Tensor& sub_(Scalar other) const;
   const Tensor& mul_(const Tensor& other) const;
-  const Tensor& mul_(double other) const;
+  const Tensor& mul_(Scalar other) const;
   const Tensor& div_(const Tensor& other) const;
-  const Tensor& div_(double other) const;
+  const Tensor& div_(Scalar other) const;
   // neg and abs keep the dtype (abs of complex gives its real dtype; neither takes bool); sqrt, exp
   // and log give float32 for bool and integer inputs.
   Tensor neg() const;
@@ -199,17 +202,17 @@ class TT_API Tensor {
   // Element-wise comparisons in the promoted dtype, giving bool tensors. lt/le/gt/ge refuse
   // complex operands.
   Tensor eq(const Tensor& other) const;
-  Tensor eq(double other) const;
+  Tensor eq(Scalar other) const;
   Tensor ne(const Tensor& other) const;
-  Tensor ne(double other) const;
+  Tensor ne(Scalar other) const;
   Tensor lt(const Tensor& other) const;
-  Tensor lt(double other) const;
+  Tensor lt(Scalar other) const;
   Tensor le(const Tensor& other) const;
-  Tensor le(double other) const;
+  Tensor le(Scalar other) const;
   Tensor gt(const Tensor& other) const;
-  Tensor gt(double other) const;
+  Tensor gt(Scalar other) const;
   Tensor ge(const Tensor& other) const;
-  Tensor ge(double other) const;
+  Tensor ge(Scalar other) const;
   // A copy converted to `dtype` (itself when it already has it), as PyTorch's tensor.to(dtype):
   // floating to integer truncates toward zero, complex to real keeps the real part, anything to
   // bool tests for non-zero. The named forms are PyTorch's float(), double(), half(), bfloat16(),
@@ -241,38 +244,38 @@ TT_API std::ostream& operator<<(std::ostream& os, const Tensor& tensor);
 // Operators for the element-wise methods above; a scalar may stand on either side. Comparisons
 // give bool tensors, as in PyTorch (Tensor::equal is the whole-tensor test).
 TT_API Tensor operator+(const Tensor& a, const Tensor& b);
-TT_API Tensor operator+(const Tensor& a, double b);
-TT_API Tensor operator+(double a, const Tensor& b);
+TT_API Tensor operator+(const Tensor& a, Scalar b);
+TT_API Tensor operator+(Scalar a, const Tensor& b);
 TT_API Tensor operator-(const Tensor& a, const Tensor& b);
-TT_API Tensor operator-(const Tensor& a, double b);
-TT_API Tensor operator-(double a, const Tensor& b);
+TT_API Tensor operator-(const Tensor& a, Scalar b);
+TT_API Tensor operator-(Scalar a, const Tensor& b);
 TT_API Tensor operator*(const Tensor& a, const Tensor& b);
-TT_API Tensor operator*(const Tensor& a, double b);
-TT_API Tensor operator*(double a, const Tensor& b);
+TT_API Tensor operator*(const Tensor& a, Scalar b);
+TT_API Tensor operator*(Scalar a, const Tensor& b);
 TT_API Tensor operator/(const Tensor& a, const Tensor& b);
-TT_API Tensor operator/(const Tensor& a, double b);
-TT_API Tensor operator/(double a, const Tensor& b);
+TT_API Tensor operator/(const Tensor& a, Scalar b);
+TT_API Tensor operator/(Scalar a, const Tensor& b);
 TT_API Tensor operator-(const Tensor& a);
 // In place, as add_ and the others (the tensor's elements change; the handle is a view).
 TT_API const Tensor& operator+=(const Tensor& a, const Tensor& b);
-TT_API const Tensor& operator+=(const Tensor& a, double b);
+TT_API const Tensor& operator+=(const Tensor& a, Scalar b);
 TT_API const Tensor& operator-=(const Tensor& a, const Tensor& b);
-TT_API const Tensor& operator-=(const Tensor& a, double b);
+TT_API const Tensor& operator-=(const Tensor& a, Scalar b);
 TT_API const Tensor& operator*=(const Tensor& a, const Tensor& b);
-TT_API const Tensor& operator*=(const Tensor& a, double b);
+TT_API const Tensor& operator*=(const Tensor& a, Scalar b);
 TT_API const Tensor& operator/=(const Tensor& a, const Tensor& b);
-TT_API const Tensor& operator/=(const Tensor& a, double b);
+TT_API const Tensor& operator/=(const Tensor& a, Scalar b);
 TT_API Tensor operator==(const Tensor& a, const Tensor& b);
-TT_API Tensor operator==(const Tensor& a, double b);
+TT_API Tensor operator==(const Tensor& a, Scalar b);
 TT_API Tensor operator!=(const Tensor& a, const Tensor& b);
-TT_API Tensor operator!=(const Tensor& a, double b);
+TT_API Tensor operator!=(const Tensor& a, Scalar b);
 TT_API Tensor operator<(const Tensor& a, const Tensor& b);
-TT_API Tensor operator<(const Tensor& a, double b);
+TT_API Tensor operator<(const Tensor& a, Scalar b);
 TT_API Tensor operator<=(const Tensor& a, const Tensor& b);
-TT_API Tensor operator<=(const Tensor& a, double b);
+TT_API Tensor operator<=(const Tensor& a, Scalar b);
 TT_API Tensor operator>(const Tensor& a, const Tensor& b);
-TT_API Tensor operator>(const Tensor& a, double b);
+TT_API Tensor operator>(const Tensor& a, Scalar b);
 TT_API Tensor operator>=(const Tensor& a, const Tensor& b);
-TT_API Tensor operator>=(const Tensor& a, double b);
+TT_API Tensor operator>=(const Tensor& a, Scalar b);
 
 }  // namespace tensortree

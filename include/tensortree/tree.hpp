@@ -246,21 +246,21 @@ class TT_API TensorTree {
   // result has this tree's batch_size. A leaf's failure names its key. In-place forms are not
   // atomic: leaves before a failing one are already written. (tree_arith.cpp)
   TensorTree add(const TensorTree& other) const;
-  TensorTree add(double other) const;
+  TensorTree add(Scalar other) const;
   TensorTree sub(const TensorTree& other) const;
-  TensorTree sub(double other) const;
+  TensorTree sub(Scalar other) const;
   TensorTree mul(const TensorTree& other) const;
-  TensorTree mul(double other) const;
+  TensorTree mul(Scalar other) const;
   TensorTree div(const TensorTree& other) const;
-  TensorTree div(double other) const;
+  TensorTree div(Scalar other) const;
   const TensorTree& add_(const TensorTree& other) const;
-  const TensorTree& add_(double other) const;
+  const TensorTree& add_(Scalar other) const;
   const TensorTree& sub_(const TensorTree& other) const;
-  const TensorTree& sub_(double other) const;
+  const TensorTree& sub_(Scalar other) const;
   const TensorTree& mul_(const TensorTree& other) const;
-  const TensorTree& mul_(double other) const;
+  const TensorTree& mul_(Scalar other) const;
   const TensorTree& div_(const TensorTree& other) const;
-  const TensorTree& div_(double other) const;
+  const TensorTree& div_(Scalar other) const;
   TensorTree neg() const;
   TensorTree abs() const;
   TensorTree sqrt() const;
@@ -269,17 +269,17 @@ class TT_API TensorTree {
   TensorTree clamp(std::optional<double> min, std::optional<double> max) const;
   // Trees of bool leaves.
   TensorTree eq(const TensorTree& other) const;
-  TensorTree eq(double other) const;
+  TensorTree eq(Scalar other) const;
   TensorTree ne(const TensorTree& other) const;
-  TensorTree ne(double other) const;
+  TensorTree ne(Scalar other) const;
   TensorTree lt(const TensorTree& other) const;
-  TensorTree lt(double other) const;
+  TensorTree lt(Scalar other) const;
   TensorTree le(const TensorTree& other) const;
-  TensorTree le(double other) const;
+  TensorTree le(Scalar other) const;
   TensorTree gt(const TensorTree& other) const;
-  TensorTree gt(double other) const;
+  TensorTree gt(Scalar other) const;
   TensorTree ge(const TensorTree& other) const;
-  TensorTree ge(double other) const;
+  TensorTree ge(Scalar other) const;
   // Every leaf converted to `dtype` (Tensor::to(DType)); the named forms as Tensor's.
   TensorTree to(DType dtype) const;
   TensorTree to_float() const { return to(DType::Float32); }
@@ -313,8 +313,17 @@ class TT_API TensorTree {
   static TensorTree from_nested(Shape batch_size, std::initializer_list<TreeInit> entries);
 
   // ---- printing -------------------------------------------------------------------------------
-  // TensorDict's repr, fields sorted by key as TensorDict prints them.
+  // TensorDict's repr, fields sorted by key as TensorDict prints them (shapes and dtypes, no values).
   std::string str() const;
+  // What operator<< prints: the batch size and device, then each key in insertion order with its
+  // leaf's values as PyTorch prints them (abbreviated beyond 1000 elements), a sub-tree's keys
+  // indented under it:
+  //   TensorTree(batch_size=[2], device=cpu)
+  //       obs: tensor([[1., 2.],
+  //                    [3., 4.]])
+  //       next: TensorTree(batch_size=[2], device=cpu)
+  //           reward: tensor([0.5000, 1.5000])
+  std::string values_str() const;
 
   // ---- consolidation (one buffer holding every leaf) --------------------------------------------
   // Only a root reports it. Kept by in-place writes into leaves; any structural change anywhere in
@@ -475,26 +484,26 @@ TT_API std::ostream& operator<<(std::ostream& os, const TensorTree& tree);
 
 // Operators for TensorTree's element-wise methods; a scalar may stand on either side.
 TT_API TensorTree operator+(const TensorTree& a, const TensorTree& b);
-TT_API TensorTree operator+(const TensorTree& a, double b);
-TT_API TensorTree operator+(double a, const TensorTree& b);
+TT_API TensorTree operator+(const TensorTree& a, Scalar b);
+TT_API TensorTree operator+(Scalar a, const TensorTree& b);
 TT_API TensorTree operator-(const TensorTree& a, const TensorTree& b);
-TT_API TensorTree operator-(const TensorTree& a, double b);
-TT_API TensorTree operator-(double a, const TensorTree& b);
+TT_API TensorTree operator-(const TensorTree& a, Scalar b);
+TT_API TensorTree operator-(Scalar a, const TensorTree& b);
 TT_API TensorTree operator*(const TensorTree& a, const TensorTree& b);
-TT_API TensorTree operator*(const TensorTree& a, double b);
-TT_API TensorTree operator*(double a, const TensorTree& b);
+TT_API TensorTree operator*(const TensorTree& a, Scalar b);
+TT_API TensorTree operator*(Scalar a, const TensorTree& b);
 TT_API TensorTree operator/(const TensorTree& a, const TensorTree& b);
-TT_API TensorTree operator/(const TensorTree& a, double b);
-TT_API TensorTree operator/(double a, const TensorTree& b);
+TT_API TensorTree operator/(const TensorTree& a, Scalar b);
+TT_API TensorTree operator/(Scalar a, const TensorTree& b);
 TT_API TensorTree operator-(const TensorTree& a);
 TT_API const TensorTree& operator+=(const TensorTree& a, const TensorTree& b);
-TT_API const TensorTree& operator+=(const TensorTree& a, double b);
+TT_API const TensorTree& operator+=(const TensorTree& a, Scalar b);
 TT_API const TensorTree& operator-=(const TensorTree& a, const TensorTree& b);
-TT_API const TensorTree& operator-=(const TensorTree& a, double b);
+TT_API const TensorTree& operator-=(const TensorTree& a, Scalar b);
 TT_API const TensorTree& operator*=(const TensorTree& a, const TensorTree& b);
-TT_API const TensorTree& operator*=(const TensorTree& a, double b);
+TT_API const TensorTree& operator*=(const TensorTree& a, Scalar b);
 TT_API const TensorTree& operator/=(const TensorTree& a, const TensorTree& b);
-TT_API const TensorTree& operator/=(const TensorTree& a, double b);
+TT_API const TensorTree& operator/=(const TensorTree& a, Scalar b);
 
 // What TensorTree::to(device, non_blocking) returns: auto [gpu, work] = td.to(dev, true).
 struct [[nodiscard]] TreeTransfer {

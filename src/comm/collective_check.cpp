@@ -117,7 +117,11 @@ std::string disagreements(const std::vector<std::int64_t>& table, int ranks) {
 
 }  // namespace
 
-bool debug_mode_enabled(const Group& group) { return group.options().debug_checks || debug_setting_from_environment(); }
+bool debug_mode_enabled(const Group& group) {
+  const auto& state = tensortree::detail::GroupAccess::state(group);
+  const std::optional<bool> requested = state ? state->requested_options().debug_checks : std::nullopt;
+  return requested ? *requested : debug_setting_from_environment();
+}
 
 bool debug_setting_from_environment() {
   const char* value = std::getenv(kDebugVariable.data());

@@ -33,8 +33,8 @@ struct CollectiveCall {
 // InvalidArgument: a misspelt setting must not silently turn the checks off.
 bool debug_setting_from_environment();
 
-// The group's GroupOptions::debug_checks, or the environment's setting (read at each call, so a
-// program may turn it on for a stretch of calls).
+// The group's GroupOptions::debug_checks where its maker set it, the environment's setting
+// otherwise (read at each call, so a program may turn it on for a stretch of calls).
 bool debug_mode_enabled(const Group& group);
 
 // Shares `call` and this rank's verdict (`local_error`: null when its arguments passed) with the

@@ -71,7 +71,7 @@ Group dimension_group(const Group& parent, const std::vector<MeshDim>& dims, con
     world_ranks[static_cast<std::size_t>(i)] = parent.world_ranks()[static_cast<std::size_t>(linear_index(line, dims))];
   }
   detail::GroupState& state = detail::GroupAccess::require(parent);
-  return detail::GroupAccess::make(state.split(color, coordinates[d], std::move(world_ranks), parent.options()));
+  return detail::GroupAccess::make(state.split(color, coordinates[d], std::move(world_ranks), state.requested_options()));
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 #include "tensortree/group.hpp"
 
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
-#include <initializer_list>
 #include <optional>
 #include <ranges>
 #include <string>
@@ -39,8 +39,15 @@ std::optional<std::uint64_t> positive_from_environment(const char* name, const c
 // The value of environment variable `name` among `choices` (name, value); unset or empty is
 // `fallback`, anything else InvalidArgument listing the names.
 template <class Enum>
-Enum choice_from_environment(const char* name, std::initializer_list<std::pair<std::string_view, Enum>> choices,
-                             Enum fallback) {
+using Choices = std::array<std::pair<std::string_view, Enum>, 3>;
+
+constexpr Choices<HostTransport> kHostTransports{
+    {{"auto", HostTransport::Auto}, {"mpi", HostTransport::Mpi}, {"shm", HostTransport::SharedMemory}}};
+constexpr Choices<CudaTransport> kCudaTransports{
+    {{"auto", CudaTransport::Auto}, {"nccl", CudaTransport::Nccl}, {"staged", CudaTransport::Staged}}};
+
+template <class Enum>
+Enum choice_from_environment(const char* name, const Choices<Enum>& choices, Enum fallback) {
   const char* text = std::getenv(name);
   if (!text || !*text) return fallback;
   for (const auto& [choice, value] : choices) {
@@ -52,24 +59,29 @@ Enum choice_from_environment(const char* name, std::initializer_list<std::pair<s
 
 }  // namespace
 
-GroupOptions GroupOptions::from_environment() {
-  GroupOptions options;
-  if (const auto milliseconds = positive_from_environment("TENSORTREE_TIMEOUT_MS", "milliseconds")) {
-    options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(*milliseconds));
+ResolvedGroupOptions GroupOptions::resolve() const {
+  ResolvedGroupOptions resolved;
+  if (timeout) {
+    resolved.timeout = *timeout;
+  } else if (const auto milliseconds = positive_from_environment("TENSORTREE_TIMEOUT_MS", "milliseconds")) {
+    resolved.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(*milliseconds));
   }
-  if (const auto bytes = positive_from_environment("TENSORTREE_MAX_MESSAGE_BYTES", "bytes")) {
-    options.max_message_bytes = *bytes;
+  if (resolved.timeout <= std::chrono::milliseconds::zero()) {
+    throw InvalidArgument(fmt::format("GroupOptions::timeout must be positive, got {} ms", resolved.timeout.count()));
   }
-  options.debug_checks = dist::detail::debug_setting_from_environment();
-  options.host_transport = choice_from_environment(
-      "TENSORTREE_HOST_TRANSPORT",
-      {{"auto", HostTransport::Auto}, {"mpi", HostTransport::Mpi}, {"shm", HostTransport::SharedMemory}},
-      HostTransport::Auto);
-  options.cuda_transport = choice_from_environment(
-      "TENSORTREE_CUDA_TRANSPORT",
-      {{"auto", CudaTransport::Auto}, {"nccl", CudaTransport::Nccl}, {"staged", CudaTransport::Staged}},
-      CudaTransport::Auto);
-  return options;
+  if (max_message_bytes) {
+    resolved.max_message_bytes = *max_message_bytes;
+  } else if (const auto bytes = positive_from_environment("TENSORTREE_MAX_MESSAGE_BYTES", "bytes")) {
+    resolved.max_message_bytes = *bytes;
+  }
+  resolved.debug_checks = debug_checks ? *debug_checks : dist::detail::debug_setting_from_environment();
+  resolved.host_transport = host_transport ? *host_transport
+                                           : choice_from_environment("TENSORTREE_HOST_TRANSPORT", kHostTransports,
+                                                                     resolved.host_transport);
+  resolved.cuda_transport = cuda_transport ? *cuda_transport
+                                           : choice_from_environment("TENSORTREE_CUDA_TRANSPORT", kCudaTransports,
+                                                                     resolved.cuda_transport);
+  return resolved;
 }
 
 Group::Group(std::shared_ptr<detail::GroupState> state) : state_(std::move(state)) {}
@@ -83,8 +95,8 @@ const std::vector<int>& Group::world_ranks() const {
   return state_ ? state_->world_ranks() : no_ranks;
 }
 
-const GroupOptions& Group::options() const {
-  static const GroupOptions defaults;
+const ResolvedGroupOptions& Group::options() const {
+  static const ResolvedGroupOptions defaults;
   return state_ ? state_->options() : defaults;
 }
 

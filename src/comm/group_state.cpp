@@ -10,19 +10,13 @@
 
 namespace tensortree::detail {
 
-void validate_options(const GroupOptions& options) {
-  if (options.timeout <= std::chrono::milliseconds::zero()) {
-    throw InvalidArgument(fmt::format("GroupOptions::timeout must be positive, got {} ms", options.timeout.count()));
-  }
-}
-
 GroupState::GroupState(std::unique_ptr<Bootstrap> bootstrap, std::shared_ptr<TransportFactory> factory,
                        std::vector<int> world_ranks, GroupOptions options)
     : bootstrap_(std::move(bootstrap)),
       factory_(std::move(factory)),
       world_ranks_(std::move(world_ranks)),
-      options_(options) {
-  validate_options(options_);
+      requested_(options),
+      options_(options.resolve()) {
   if (!bootstrap_ || !factory_) throw InvalidArgument("a member's GroupState needs a bootstrap and a transport factory");
   if (bootstrap_->size() != size()) {
     throw BackendError(fmt::format("a bootstrap of {} ranks for a group of world ranks {}", bootstrap_->size(),
@@ -40,9 +34,7 @@ GroupState::GroupState(std::unique_ptr<Bootstrap> bootstrap, std::shared_ptr<Tra
 }
 
 GroupState::GroupState(std::vector<int> world_ranks, GroupOptions options)
-    : world_ranks_(std::move(world_ranks)), options_(options) {
-  validate_options(options_);
-}
+    : world_ranks_(std::move(world_ranks)), requested_(options), options_(options.resolve()) {}
 
 // Attachments and transports go before the bootstrap (member order); attachments first, as they
 // may hold buffers a transport registered.
@@ -117,6 +109,7 @@ WorkPtr GroupState::progressing(Device device, const PeerTransport& posted_on, W
 }
 
 std::shared_ptr<GroupState> GroupState::split(int color, int key, std::vector<int> world_ranks, GroupOptions options) {
+  options.resolve();  // a bad TENSORTREE_* value throws before the collective step, on every rank alike
   std::unique_ptr<Bootstrap> sub = bootstrap().split(color, key);
   if (!sub) return std::make_shared<GroupState>(std::move(world_ranks), options);
   return std::make_shared<GroupState>(std::move(sub), factory_, std::move(world_ranks), options);

@@ -52,9 +52,6 @@ class TransportFactory {
   virtual DeviceTransports create(GroupState& group, Device device) = 0;
 };
 
-// InvalidArgument unless `options` can be a group's (a positive timeout).
-void validate_options(const GroupOptions& options);
-
 class GroupState {
  public:
   // A member's state. Collective over the members: they share where each runs (placements()).
@@ -70,7 +67,10 @@ class GroupState {
   int size() const { return static_cast<int>(world_ranks_.size()); }
   bool is_member() const { return rank_ >= 0; }
   const std::vector<int>& world_ranks() const { return world_ranks_; }
-  const GroupOptions& options() const { return options_; }
+  // The options as the group's maker passed them (unset fields follow the environment), and as
+  // resolved when the group was made (GroupOptions::resolve, which throws before anything else).
+  const GroupOptions& requested_options() const { return requested_; }
+  const ResolvedGroupOptions& options() const { return options_; }
   // Where each member runs, by group rank (empty for a non-member).
   const std::vector<RankPlacement>& placements() const { return placements_; }
   // By group rank: 1 where this member and that one can map each other's shared memory (members of
@@ -118,7 +118,8 @@ class GroupState {
   std::unique_ptr<Bootstrap> bootstrap_;
   std::shared_ptr<TransportFactory> factory_;
   std::vector<int> world_ranks_;
-  GroupOptions options_;
+  GroupOptions requested_;
+  ResolvedGroupOptions options_;
   int rank_ = -1;
   std::vector<RankPlacement> placements_;
   std::vector<std::uint8_t> mappable_;

@@ -297,8 +297,28 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor binary(BinaryOp op, const Tensor& a, double scalar, bool scalar_first = false) {
+// An integer scalar with a bool or integer tensor, as PyTorch's wrapped Python int: a 0-dim operand of
+// the tensor's dtype (int64 for bool), converted as a cast converts (wrapping), so that the result
+// keeps that dtype. Null for the others, which compute with the scalar as a double: floating
+// values, floating and complex tensors, and comparisons with an integer the dtype cannot hold
+// (compared by value instead of after wrapping).
+std::optional<Tensor> integer_operand(BinaryOp op, const Tensor& a, Scalar scalar) {
+  if (!scalar.is_integral() || is_floating_point(a.dtype()) || is_complex(a.dtype())) return std::nullopt;
+  const DType dtype = a.dtype() == DType::Bool ? DType::Int64 : a.dtype();
+  const std::int64_t value = scalar.to_int64();
+  Tensor operand = Tensor::empty(Shape{}, {DType::Int64});
+  *operand.data<std::int64_t>() = value;
+  operand = operand.to(dtype);
+  if (detail::is_comparison(op) && *operand.to(DType::Int64).data<std::int64_t>() != value) return std::nullopt;
+  return a.device().is_cpu() ? operand : operand.to(a.device());
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, Scalar number, bool scalar_first = false) {
   check_defined(name_of(op), a);
+  if (const std::optional<Tensor> operand = integer_operand(op, a, number)) {
+    return scalar_first ? binary(op, *operand, a) : binary(op, a, *operand);
+  }
+  const double scalar = number.to_double();
   const DType c = compute_dtype(op, a, scalar);
   Tensor out = Tensor::empty(a.shape(), {result_dtype(op, c), a.device(), false});
   run_scalar(op, out, a.to(c), scalar, scalar_first);
@@ -318,8 +338,10 @@ const Tensor& binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
   return self;
 }
 
-const Tensor& binary_(BinaryOp op, const Tensor& self, double scalar) {
+const Tensor& binary_(BinaryOp op, const Tensor& self, Scalar number) {
   check_defined(name_of(op), self);
+  if (const std::optional<Tensor> operand = integer_operand(op, self, number)) return binary_(op, self, *operand);
+  const double scalar = number.to_double();
   const DType c = compute_dtype(op, self, scalar);
   check_writable(op, self, c, self.shape(), [&] { return operands(op, self, scalar); });
   run_scalar(op, self, self, scalar, false);  // c is self's dtype: only floating and complex ones get here
@@ -366,22 +388,22 @@ Tensor unary(UnaryOp op, const Tensor& a, double lo = 0.0, double hi = 0.0) {
 }  // namespace
 
 Tensor Tensor::add(const Tensor& other) const { return binary(BinaryOp::Add, *this, other); }
-Tensor Tensor::add(double other) const { return binary(BinaryOp::Add, *this, other); }
+Tensor Tensor::add(Scalar other) const { return binary(BinaryOp::Add, *this, other); }
 Tensor Tensor::sub(const Tensor& other) const { return binary(BinaryOp::Sub, *this, other); }
-Tensor Tensor::sub(double other) const { return binary(BinaryOp::Sub, *this, other); }
+Tensor Tensor::sub(Scalar other) const { return binary(BinaryOp::Sub, *this, other); }
 Tensor Tensor::mul(const Tensor& other) const { return binary(BinaryOp::Mul, *this, other); }
-Tensor Tensor::mul(double other) const { return binary(BinaryOp::Mul, *this, other); }
+Tensor Tensor::mul(Scalar other) const { return binary(BinaryOp::Mul, *this, other); }
 Tensor Tensor::div(const Tensor& other) const { return binary(BinaryOp::Div, *this, other); }
-Tensor Tensor::div(double other) const { return binary(BinaryOp::Div, *this, other); }
+Tensor Tensor::div(Scalar other) const { return binary(BinaryOp::Div, *this, other); }
 
 const Tensor& Tensor::add_(const Tensor& other) const { return binary_(BinaryOp::Add, *this, other); }
-const Tensor& Tensor::add_(double other) const { return binary_(BinaryOp::Add, *this, other); }
+const Tensor& Tensor::add_(Scalar other) const { return binary_(BinaryOp::Add, *this, other); }
 const Tensor& Tensor::sub_(const Tensor& other) const { return binary_(BinaryOp::Sub, *this, other); }
-const Tensor& Tensor::sub_(double other) const { return binary_(BinaryOp::Sub, *this, other); }
+const Tensor& Tensor::sub_(Scalar other) const { return binary_(BinaryOp::Sub, *this, other); }
 const Tensor& Tensor::mul_(const Tensor& other) const { return binary_(BinaryOp::Mul, *this, other); }
-const Tensor& Tensor::mul_(double other) const { return binary_(BinaryOp::Mul, *this, other); }
+const Tensor& Tensor::mul_(Scalar other) const { return binary_(BinaryOp::Mul, *this, other); }
 const Tensor& Tensor::div_(const Tensor& other) const { return binary_(BinaryOp::Div, *this, other); }
-const Tensor& Tensor::div_(double other) const { return binary_(BinaryOp::Div, *this, other); }
+const Tensor& Tensor::div_(Scalar other) const { return binary_(BinaryOp::Div, *this, other); }
 
 Tensor Tensor::neg() const { return unary(UnaryOp::Neg, *this); }
 Tensor Tensor::abs() const { return unary(UnaryOp::Abs, *this); }
@@ -399,52 +421,52 @@ Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const
 }
 
 Tensor Tensor::eq(const Tensor& other) const { return binary(BinaryOp::Eq, *this, other); }
-Tensor Tensor::eq(double other) const { return binary(BinaryOp::Eq, *this, other); }
+Tensor Tensor::eq(Scalar other) const { return binary(BinaryOp::Eq, *this, other); }
 Tensor Tensor::ne(const Tensor& other) const { return binary(BinaryOp::Ne, *this, other); }
-Tensor Tensor::ne(double other) const { return binary(BinaryOp::Ne, *this, other); }
+Tensor Tensor::ne(Scalar other) const { return binary(BinaryOp::Ne, *this, other); }
 Tensor Tensor::lt(const Tensor& other) const { return binary(BinaryOp::Lt, *this, other); }
-Tensor Tensor::lt(double other) const { return binary(BinaryOp::Lt, *this, other); }
+Tensor Tensor::lt(Scalar other) const { return binary(BinaryOp::Lt, *this, other); }
 Tensor Tensor::le(const Tensor& other) const { return binary(BinaryOp::Le, *this, other); }
-Tensor Tensor::le(double other) const { return binary(BinaryOp::Le, *this, other); }
+Tensor Tensor::le(Scalar other) const { return binary(BinaryOp::Le, *this, other); }
 Tensor Tensor::gt(const Tensor& other) const { return binary(BinaryOp::Gt, *this, other); }
-Tensor Tensor::gt(double other) const { return binary(BinaryOp::Gt, *this, other); }
+Tensor Tensor::gt(Scalar other) const { return binary(BinaryOp::Gt, *this, other); }
 Tensor Tensor::ge(const Tensor& other) const { return binary(BinaryOp::Ge, *this, other); }
-Tensor Tensor::ge(double other) const { return binary(BinaryOp::Ge, *this, other); }
+Tensor Tensor::ge(Scalar other) const { return binary(BinaryOp::Ge, *this, other); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return a.add(b); }
-Tensor operator+(const Tensor& a, double b) { return a.add(b); }
-Tensor operator+(double a, const Tensor& b) { return b.add(a); }
+Tensor operator+(const Tensor& a, Scalar b) { return a.add(b); }
+Tensor operator+(Scalar a, const Tensor& b) { return b.add(a); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return a.sub(b); }
-Tensor operator-(const Tensor& a, double b) { return a.sub(b); }
-Tensor operator-(double a, const Tensor& b) { return binary(BinaryOp::Sub, b, a, true); }
+Tensor operator-(const Tensor& a, Scalar b) { return a.sub(b); }
+Tensor operator-(Scalar a, const Tensor& b) { return binary(BinaryOp::Sub, b, a, true); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return a.mul(b); }
-Tensor operator*(const Tensor& a, double b) { return a.mul(b); }
-Tensor operator*(double a, const Tensor& b) { return b.mul(a); }
+Tensor operator*(const Tensor& a, Scalar b) { return a.mul(b); }
+Tensor operator*(Scalar a, const Tensor& b) { return b.mul(a); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return a.div(b); }
-Tensor operator/(const Tensor& a, double b) { return a.div(b); }
-Tensor operator/(double a, const Tensor& b) { return binary(BinaryOp::Div, b, a, true); }
+Tensor operator/(const Tensor& a, Scalar b) { return a.div(b); }
+Tensor operator/(Scalar a, const Tensor& b) { return binary(BinaryOp::Div, b, a, true); }
 Tensor operator-(const Tensor& a) { return a.neg(); }
 
 const Tensor& operator+=(const Tensor& a, const Tensor& b) { return a.add_(b); }
-const Tensor& operator+=(const Tensor& a, double b) { return a.add_(b); }
+const Tensor& operator+=(const Tensor& a, Scalar b) { return a.add_(b); }
 const Tensor& operator-=(const Tensor& a, const Tensor& b) { return a.sub_(b); }
-const Tensor& operator-=(const Tensor& a, double b) { return a.sub_(b); }
+const Tensor& operator-=(const Tensor& a, Scalar b) { return a.sub_(b); }
 const Tensor& operator*=(const Tensor& a, const Tensor& b) { return a.mul_(b); }
-const Tensor& operator*=(const Tensor& a, double b) { return a.mul_(b); }
+const Tensor& operator*=(const Tensor& a, Scalar b) { return a.mul_(b); }
 const Tensor& operator/=(const Tensor& a, const Tensor& b) { return a.div_(b); }
-const Tensor& operator/=(const Tensor& a, double b) { return a.div_(b); }
+const Tensor& operator/=(const Tensor& a, Scalar b) { return a.div_(b); }
 
 Tensor operator==(const Tensor& a, const Tensor& b) { return a.eq(b); }
-Tensor operator==(const Tensor& a, double b) { return a.eq(b); }
+Tensor operator==(const Tensor& a, Scalar b) { return a.eq(b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return a.ne(b); }
-Tensor operator!=(const Tensor& a, double b) { return a.ne(b); }
+Tensor operator!=(const Tensor& a, Scalar b) { return a.ne(b); }
 Tensor operator<(const Tensor& a, const Tensor& b) { return a.lt(b); }
-Tensor operator<(const Tensor& a, double b) { return a.lt(b); }
+Tensor operator<(const Tensor& a, Scalar b) { return a.lt(b); }
 Tensor operator<=(const Tensor& a, const Tensor& b) { return a.le(b); }
-Tensor operator<=(const Tensor& a, double b) { return a.le(b); }
+Tensor operator<=(const Tensor& a, Scalar b) { return a.le(b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return a.gt(b); }
-Tensor operator>(const Tensor& a, double b) { return a.gt(b); }
+Tensor operator>(const Tensor& a, Scalar b) { return a.gt(b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return a.ge(b); }
-Tensor operator>=(const Tensor& a, double b) { return a.ge(b); }
+Tensor operator>=(const Tensor& a, Scalar b) { return a.ge(b); }
 
 }  // namespace tensortree

@@ -36,7 +36,11 @@ void validate_new_group(const std::vector<int>& world_ranks, int world_size) {
 }  // namespace
 
 struct DistributedContext::State {
-  State(int* argc, char*** argv) : mpi(argc, argv) {}
+  // `options` resolved before MPI starts: a bad TENSORTREE_* value is InvalidArgument from the
+  // constructor, with nothing to undo.
+  State(int* argc, char*** argv, ResolvedGroupOptions options) : options(options), mpi(argc, argv) {}
+
+  ResolvedGroupOptions options;
 
   // Declared first, destroyed last: MPI outlives every communicator below.
   detail::MpiEnvironment mpi;
@@ -50,15 +54,14 @@ struct DistributedContext::State {
 };
 
 DistributedContext::DistributedContext(int* argc, char*** argv, GroupOptions options)
-    : state_(std::make_unique<State>(argc, argv)) {
-  detail::validate_options(options);
-  state_->control = state_->mpi.world_bootstrap(options.timeout);
+    : state_(std::make_unique<State>(argc, argv, options.resolve())) {
+  state_->control = state_->mpi.world_bootstrap(state_->options.timeout);
   std::tie(state_->local_rank, state_->local_size) = state_->mpi.local_rank_and_size();
   const int devices = cuda_device_count();
   state_->device = devices > 0 ? Device::cuda(state_->local_rank % devices) : Device::cpu();
   // Before any group is made: later allocations land on it, and groups record it as this rank's GPU.
   if (devices > 0) cuda::set_device(state_->device.index());
-  std::unique_ptr<detail::Bootstrap> world = state_->mpi.world_bootstrap(options.timeout);
+  std::unique_ptr<detail::Bootstrap> world = state_->mpi.world_bootstrap(state_->options.timeout);
   std::vector<int> world_ranks(static_cast<std::size_t>(world->size()));
   std::iota(world_ranks.begin(), world_ranks.end(), 0);
   state_->world = detail::GroupAccess::make(
@@ -79,12 +82,12 @@ Device DistributedContext::device() const { return state_->device; }
 const Group& DistributedContext::world() const { return state_->world; }
 
 Group DistributedContext::new_group(std::vector<int> world_ranks) const {
-  return new_group(std::move(world_ranks), world().options());
+  return new_group(std::move(world_ranks), detail::GroupAccess::require(world()).requested_options());
 }
 
 Group DistributedContext::new_group(std::vector<int> world_ranks, GroupOptions options) const {
   validate_new_group(world_ranks, size());
-  detail::validate_options(options);  // before any collective step, on every rank alike
+  options.resolve();  // throws before any collective step, on every rank alike
   detail::Fingerprint fingerprint;
   for (const int rank : world_ranks) fingerprint.add(static_cast<std::uint64_t>(rank));
   detail::require_agreement(*state_->control, fingerprint.value(), "new_group ranks");

@@ -56,8 +56,8 @@ class World {
 }  // namespace
 
 void run_in_process(int size, const GroupOptions& options, const std::function<void(const Group&)>& body) {
-  validate_options(options);
-  std::vector<std::unique_ptr<InProcessBootstrap>> bootstraps = make_in_process_bootstraps(size, options.timeout);
+  std::vector<std::unique_ptr<InProcessBootstrap>> bootstraps =
+      make_in_process_bootstraps(size, options.resolve().timeout);
   World world(bootstraps.front()->store());
   const auto factory = std::make_shared<DefaultTransportFactory>();
   std::vector<int> world_ranks(static_cast<std::size_t>(size));

@@ -42,7 +42,7 @@ TensorTree TensorTree::leafwise(const char* operation, const TensorTree& other, 
   TensorTree TensorTree::NAME(const TensorTree& other) const {                                                 \
     return leafwise(#NAME, other, [](const Tensor& a, const Tensor& b) { return a.NAME(b); });                 \
   }                                                                                                            \
-  TensorTree TensorTree::NAME(double other) const {                                                            \
+  TensorTree TensorTree::NAME(Scalar other) const {                                                            \
     return leafwise(#NAME, [other](const Tensor& a) { return a.NAME(other); });                                \
   }
 #define TT_TREE_INPLACE(NAME)                                                                                  \
@@ -50,7 +50,7 @@ TensorTree TensorTree::leafwise(const char* operation, const TensorTree& other, 
     leafwise(#NAME, other, [](const Tensor& a, const Tensor& b) { return a.NAME(b); });                        \
     return *this;                                                                                              \
   }                                                                                                            \
-  const TensorTree& TensorTree::NAME(double other) const {                                                     \
+  const TensorTree& TensorTree::NAME(Scalar other) const {                                                     \
     leafwise(#NAME, [other](const Tensor& a) { return a.NAME(other); });                                       \
     return *this;                                                                                              \
   }
@@ -89,29 +89,29 @@ TensorTree TensorTree::to(DType dtype) const {
 }
 
 TensorTree operator+(const TensorTree& a, const TensorTree& b) { return a.add(b); }
-TensorTree operator+(const TensorTree& a, double b) { return a.add(b); }
-TensorTree operator+(double a, const TensorTree& b) { return b.add(a); }
+TensorTree operator+(const TensorTree& a, Scalar b) { return a.add(b); }
+TensorTree operator+(Scalar a, const TensorTree& b) { return b.add(a); }
 TensorTree operator-(const TensorTree& a, const TensorTree& b) { return a.sub(b); }
-TensorTree operator-(const TensorTree& a, double b) { return a.sub(b); }
-TensorTree operator-(double a, const TensorTree& b) {
+TensorTree operator-(const TensorTree& a, Scalar b) { return a.sub(b); }
+TensorTree operator-(Scalar a, const TensorTree& b) {
   return b.apply([a](const Tensor& leaf) { return a - leaf; });
 }
 TensorTree operator*(const TensorTree& a, const TensorTree& b) { return a.mul(b); }
-TensorTree operator*(const TensorTree& a, double b) { return a.mul(b); }
-TensorTree operator*(double a, const TensorTree& b) { return b.mul(a); }
+TensorTree operator*(const TensorTree& a, Scalar b) { return a.mul(b); }
+TensorTree operator*(Scalar a, const TensorTree& b) { return b.mul(a); }
 TensorTree operator/(const TensorTree& a, const TensorTree& b) { return a.div(b); }
-TensorTree operator/(const TensorTree& a, double b) { return a.div(b); }
-TensorTree operator/(double a, const TensorTree& b) {
+TensorTree operator/(const TensorTree& a, Scalar b) { return a.div(b); }
+TensorTree operator/(Scalar a, const TensorTree& b) {
   return b.apply([a](const Tensor& leaf) { return a / leaf; });
 }
 TensorTree operator-(const TensorTree& a) { return a.neg(); }
 const TensorTree& operator+=(const TensorTree& a, const TensorTree& b) { return a.add_(b); }
-const TensorTree& operator+=(const TensorTree& a, double b) { return a.add_(b); }
+const TensorTree& operator+=(const TensorTree& a, Scalar b) { return a.add_(b); }
 const TensorTree& operator-=(const TensorTree& a, const TensorTree& b) { return a.sub_(b); }
-const TensorTree& operator-=(const TensorTree& a, double b) { return a.sub_(b); }
+const TensorTree& operator-=(const TensorTree& a, Scalar b) { return a.sub_(b); }
 const TensorTree& operator*=(const TensorTree& a, const TensorTree& b) { return a.mul_(b); }
-const TensorTree& operator*=(const TensorTree& a, double b) { return a.mul_(b); }
+const TensorTree& operator*=(const TensorTree& a, Scalar b) { return a.mul_(b); }
 const TensorTree& operator/=(const TensorTree& a, const TensorTree& b) { return a.div_(b); }
-const TensorTree& operator/=(const TensorTree& a, double b) { return a.div_(b); }
+const TensorTree& operator/=(const TensorTree& a, Scalar b) { return a.div_(b); }
 
 }  // namespace tensortree

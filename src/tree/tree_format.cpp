@@ -1,5 +1,6 @@
-// TensorTree printing, byte for byte TensorDict's repr except for the class name: Python prints
-// type(self).__name__, so this library's type prints its own name, TensorTree.
+// TensorTree printing. str() is byte for byte TensorDict's repr except for the class name (Python
+// prints type(self).__name__, so this library's type prints its own name, TensorTree); values_str(),
+// what operator<< prints, adds every leaf's values as PyTorch prints them.
 #include <algorithm>
 #include <string>
 #include <string_view>
@@ -72,6 +73,26 @@ std::string TensorTree::str() const {
   return "TensorTree(\n" + join_lines(parts, ",\n") + ")";
 }
 
-std::ostream& operator<<(std::ostream& os, const TensorTree& tree) { return os << tree.str(); }
+std::string TensorTree::values_str() const {
+  const std::optional<Device> common = device();
+  std::string out = "TensorTree(batch_size=";
+  out += shape_str(batch_size_);
+  out += ", device=";
+  out += common ? common->str() : std::string("None");
+  out += ')';
+  for (const Entry& entry : entries_) {
+    out += '\n';
+    std::string field = entry.key;
+    field += ": ";
+    // A leaf's later lines keep their alignment under its first line, after the key.
+    const std::string value = entry.node ? entry.node->values_str()
+                                         : indent(entry.leaf.str(), std::string(field.size(), ' ')).substr(field.size());
+    field += value;
+    out += indent(field, kIndent);
+  }
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const TensorTree& tree) { return os << tree.values_str(); }
 
 }  // namespace tensortree

@@ -285,3 +285,60 @@ TEST_CASE("debug mode's message says after how many of the group's collectives t
                           "differ: operation: all_reduce on rank 0, broadcast on rank 1", 0) == 0);
   CHECK(messages[1].rfind("broadcast after 2 collectives (TENSORTREE_DISTRIBUTED_DEBUG=DETAIL)", 0) == 0);
 }
+
+TEST_CASE("debug mode: a send of float64 into a float32 receiver of the same bytes is InvalidArgument on the "
+          "receiver naming both dtypes and shapes") {
+  GroupOptions options = quick_options();
+  options.debug_checks = true;
+  std::string direct;
+  std::string any;
+  std::string batched;
+  run_ranks(2, [&](const Group& group) {
+    const Tensor sent = make_tensor({3}, DType::Float64, [&](std::int64_t i) { return rank_value(0, i); });
+    const Tensor received = Tensor::zeros({6}, {DType::Float32});
+    if (group.rank() == 0) {
+      dist::send(sent, 1, group, {.tag = 1});
+      dist::send(sent, 1, group, {.tag = 2});
+      const P2POp op{P2POp::Kind::Send, sent, 1, 3};
+      dist::batch_isend_irecv(std::span(&op, 1), group)->wait();
+    } else {
+      direct = error_of([&] { dist::recv(received, 0, group, {.tag = 1}); });
+      any = error_of([&] { dist::recv_any(received, group, {.tag = 2}); });
+      const P2POp op{P2POp::Kind::Recv, received, 0, 3};
+      batched = error_of([&] { dist::batch_isend_irecv(std::span(&op, 1), group)->wait(); });
+    }
+    // Matching tensors still arrive whole, with their values, on the same group.
+    const Tensor values = make_tensor({2, 3}, DType::Float64, [&](std::int64_t i) { return rank_value(0, i); });
+    if (group.rank() == 0) {
+      dist::send(values, 1, group, {.tag = 4});
+    } else {
+      const Tensor landing = Tensor::zeros({2, 3}, {DType::Float64});
+      expect(dist::recv_any(landing, group, {.tag = 4}) == 0, "the sender of a matching receive");
+      expect_elements(landing, 6, [](std::int64_t i) { return rank_value(0, i); }, "a matching receive", 1);
+    }
+  }, options);
+  INFO(direct);
+  INFO(any);
+  INFO(batched);
+  const std::string expected = "on rank 1 (TENSORTREE_DISTRIBUTED_DEBUG=DETAIL): rank 0 sent float64 [3] (24 bytes) "
+                               "but this rank receives into float32 [6] (24 bytes)";
+  CHECK_THAT(direct, Catch::Contains("recv #1: recv " + expected));
+  CHECK_THAT(any, Catch::Contains("recv #2: recv " + expected));
+  CHECK_THAT(batched, Catch::Contains("batch_isend_irecv " + expected));
+}
+
+TEST_CASE("debug mode: a receive of another size names the sender's dtype and shape, not only the lengths") {
+  GroupOptions options = quick_options();
+  options.debug_checks = true;
+  std::string message;
+  run_ranks(2, [&](const Group& group) {
+    if (group.rank() == 0) {
+      dist::send(make_tensor({2, 2}, DType::Int64, [](std::int64_t i) { return i + 1.0; }), 1, group);
+    } else {
+      message = error_of([&] { dist::recv(Tensor::zeros({3}, {DType::Int64}), 0, group); });
+    }
+    group.abort("the test is over");
+  }, options);
+  INFO(message);
+  CHECK_THAT(message, Catch::Contains("rank 0 sent int64 [2, 2] (32 bytes) but this rank receives into int64 [3]"));
+}

@@ -169,12 +169,12 @@ TEST_CASE("integer arithmetic wraps on overflow as PyTorch's does") {
   require_values(make(DType::Int8, {-128}).neg(), {-128});
 }
 
-TEST_CASE("a double scalar turns integer tensors into float32 and keeps floating dtypes, on either side") {
+TEST_CASE("a floating scalar turns integer tensors into float32 and keeps floating dtypes, on either side") {
   const Tensor ints = make(DType::Int64, {1, 2, 3});
   const Tensor half_more = ints + 0.5;
   CHECK(half_more.dtype() == DType::Float32);
   require_values(half_more, {1.5, 2.5, 3.5});
-  const Tensor twice = ints * 2;
+  const Tensor twice = ints * 2.0;
   CHECK(twice.dtype() == DType::Float32);
   require_values(twice, {2, 4, 6});
   const Tensor doubles = make(DType::Float64, {1, 2, 4});
@@ -187,12 +187,64 @@ TEST_CASE("a double scalar turns integer tensors into float32 and keeps floating
   const Tensor halves = make(DType::Float16, {1, 2}) + 0.25;
   CHECK(halves.dtype() == DType::Float16);
   require_values(halves, {1.25, 2.25});
-  const Tensor bools = make(DType::Bool, {1, 0}) * 3;
+  const Tensor bools = make(DType::Bool, {1, 0}) * 3.0;
   CHECK(bools.dtype() == DType::Float32);
   require_values(bools, {3, 0});
   const Tensor fp8 = make(DType::Float8_e4m3fn, {1, 2}) * 2;
   CHECK(fp8.dtype() == DType::Float8_e4m3fn);
   require_values(fp8, {2, 4});
+}
+
+TEST_CASE("an integer scalar keeps an integer tensor's dtype, as a Python int does in PyTorch") {
+  const Tensor int32s = Tensor::arange({3}, 1, 1, {DType::Int32});
+  const Tensor plus_two = int32s + 2;
+  CHECK(plus_two.dtype() == DType::Int32);
+  require_values(plus_two, {3, 4, 5});
+  CHECK((int32s + 2.5).dtype() == DType::Float32);
+  require_values(int32s + 2.5, {3.5, 4.5, 5.5});
+  require_values(10 - int32s, {9, 8, 7});
+  CHECK((10 - int32s).dtype() == DType::Int32);
+  CHECK((int32s * std::int64_t{3}).dtype() == DType::Int32);
+  CHECK((int32s * 3U).dtype() == DType::Int32);
+  // True division of integers gives float32 whatever the scalar.
+  CHECK((int32s / 2).dtype() == DType::Float32);
+  require_values(int32s / 2, {0.5, 1, 1.5});
+  // bool with an integer is int64.
+  const Tensor bools = make(DType::Bool, {1, 0}) + 2;
+  CHECK(bools.dtype() == DType::Int64);
+  require_values(bools, {3, 2});
+  // The scalar converts to uint8 as PyTorch converts it: 250 + 300 wraps to 38.
+  const Tensor bytes = make(DType::UInt8, {250, 1}) + 300;
+  CHECK(bytes.dtype() == DType::UInt8);
+  require_values(bytes, {38, 45});
+  // Past float32's exact integers, integers stay exact.
+  const Tensor big = make(DType::Int64, {16777216}) + 1;
+  CHECK(big.dtype() == DType::Int64);
+  CHECK(*big.data<std::int64_t>() == 16777217);
+  // Floating tensors keep their dtype with an integer too.
+  CHECK((make(DType::Float16, {1}) * 2).dtype() == DType::Float16);
+  CHECK((make(DType::Float64, {1}) - 1).dtype() == DType::Float64);
+}
+
+TEST_CASE("in place, an integer scalar keeps an integer tensor; a floating one or a division is refused") {
+  const Tensor ints = make(DType::Int32, {1, 2, 3});
+  ints += 5;
+  require_values(ints, {6, 7, 8});
+  ints *= 2;
+  require_values(ints, {12, 14, 16});
+  CHECK(ints.dtype() == DType::Int32);
+  CHECK_THROWS_AS(ints += 0.5, InvalidArgument);
+  CHECK_THROWS_AS(ints /= 2, InvalidArgument);
+}
+
+TEST_CASE("comparisons with an integer scalar are exact, also with one the dtype cannot hold") {
+  const Tensor big = make(DType::Int64, {16777216, 16777217});
+  require_values(big == 16777217, {0, 1});
+  const Tensor small = make(DType::Int8, {44, 100});
+  // 300 wraps to 44 in int8, but compares by value.
+  require_values(small == 300, {0, 0});
+  require_values(small < 300, {1, 1});
+  require_values(small > 50, {0, 1});
 }
 
 TEST_CASE("operands broadcast as in NumPy; shapes that do not are refused with both shapes") {

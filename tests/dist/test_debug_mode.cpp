@@ -165,3 +165,28 @@ TEST_CASE("debug mode: tree collectives with different roots or operations fail 
   tree.all_reduce(world, ReduceOp::Max);  // matching calls still give the usual result
   CHECK(mismatch(tree.get("reward"), DType::Int64, {3}, values_of(last_rank())) == "");
 }
+
+TEST_CASE("debug mode: a send of float64 into a float32 receiver of equal bytes fails the receiver, naming both",
+          "[debug]") {
+  if (world_size() < 2) return;
+  const DebugSetting detail("DETAIL");
+  const Group& world = context().world();
+  const int receiver = last_rank();
+  if (world_rank() == 0) {
+    dist::send(rank_tensor({3, 5}, DType::Float64), receiver, world, {.tag = 7});
+  } else if (world_rank() == receiver) {
+    Tensor landing = Tensor::zeros({6, 5}, {DType::Float32});
+    CHECK_THROWS_WITH(dist::recv(landing, 0, world, {.tag = 7}),
+                      Catch::Contains("rank 0 sent float64 [3, 5] (120 bytes) but this rank receives into float32 "
+                                      "[6, 5] (120 bytes)"));
+  }
+  // A matching pair then moves its values as usual.
+  if (world_rank() == 0) {
+    dist::send(rank_tensor(kShape), receiver, world, {.tag = 8});
+  } else if (world_rank() == receiver) {
+    Tensor landing = Tensor::zeros(kShape, {DType::Float32});
+    dist::recv(landing, 0, world, {.tag = 8});
+    CHECK(mismatch(landing, DType::Float32, kShape, values_of(0)) == "");
+  }
+  check_group_still_works(world);
+}

@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/agreement.hpp"
 #include "comm/group_state.hpp"
 #include "dist_support.hpp"
+#include "scoped_env.hpp"
 #include "tensortree/device_mesh.hpp"
 #include "tensortree/dist_context.hpp"
 #include "tensortree/dist_ops.hpp"
@@ -22,6 +24,7 @@
 using namespace tensortree;
 using namespace std::chrono_literals;
 using tensortree::test::right_neighbour;
+using tensortree::test::ScopedEnv;
 using tensortree::test::world_rank;
 using tensortree::test::world_size;
 
@@ -79,7 +82,7 @@ TEST_CASE("group: the world takes the context's options, new_group its own or th
   CHECK(own.options().timeout == 777ms);
   CHECK(own.rank() == size - 1 - world_rank());
   check_gathered(own);
-  CHECK(Group().options().timeout == GroupOptions().timeout);
+  CHECK(Group().options().timeout == ResolvedGroupOptions().timeout);
 }
 
 TEST_CASE("group: sub-groups of the first ranks carry their options; the others are not members", "[mpi][group]") {
@@ -114,27 +117,36 @@ TEST_CASE("group: a timeout that is not positive is InvalidArgument before any c
   CHECK_THROWS_AS(DistributedContext(GroupOptions{.timeout = 0ms}), InvalidArgument);
 }
 
-TEST_CASE("group: TENSORTREE_TIMEOUT_MS sets the default timeout; a bad value is InvalidArgument", "[mpi][group]") {
-  ::setenv("TENSORTREE_TIMEOUT_MS", "2500", 1);
-  CHECK(GroupOptions::from_environment().timeout == 2500ms);
-  ::setenv("TENSORTREE_TIMEOUT_MS", "soon", 1);
-  CHECK_THROWS_AS(GroupOptions::from_environment(), InvalidArgument);
-  ::setenv("TENSORTREE_TIMEOUT_MS", "0", 1);
-  CHECK_THROWS_AS(GroupOptions::from_environment(), InvalidArgument);
-  ::unsetenv("TENSORTREE_TIMEOUT_MS");
-  CHECK(GroupOptions::from_environment().timeout == GroupOptions().timeout);
+TEST_CASE("group: options set only the fields they name; TENSORTREE_* variables set the others", "[mpi][group]") {
+  const ScopedEnv timeout("TENSORTREE_TIMEOUT_MS", "2500");
+  const ScopedEnv transport("TENSORTREE_CUDA_TRANSPORT", "staged");
+  const DistributedContext context(GroupOptions{.max_message_bytes = 4096});
+  CHECK(context.world().options().timeout == 2500ms);
+  CHECK(context.world().options().cuda_transport == CudaTransport::Staged);
+  CHECK(context.world().options().max_message_bytes == 4096);
+  // An explicit field wins over its variable.
+  const Group own = context.new_group({0}, GroupOptions{.timeout = 777ms, .cuda_transport = CudaTransport::Nccl});
+  CHECK(own.options().timeout == 777ms);
+  CHECK(own.options().cuda_transport == CudaTransport::Nccl);
+  CHECK(own.options().max_message_bytes == Group().options().max_message_bytes);
+  CHECK(context.new_group({0}).options().max_message_bytes == 4096);
 }
 
-TEST_CASE("group: TENSORTREE_CUDA_TRANSPORT sets the CUDA transport; a bad value is InvalidArgument",
+TEST_CASE("group: a bad TENSORTREE_* value is InvalidArgument from the context and new_group, naming it",
           "[mpi][group]") {
-  ::setenv("TENSORTREE_CUDA_TRANSPORT", "staged", 1);
-  CHECK(GroupOptions::from_environment().cuda_transport == CudaTransport::Staged);
-  ::setenv("TENSORTREE_CUDA_TRANSPORT", "nccl", 1);
-  CHECK(GroupOptions::from_environment().cuda_transport == CudaTransport::Nccl);
-  ::setenv("TENSORTREE_CUDA_TRANSPORT", "gloo", 1);
-  CHECK_THROWS_AS(GroupOptions::from_environment(), InvalidArgument);
-  ::unsetenv("TENSORTREE_CUDA_TRANSPORT");
-  CHECK(GroupOptions::from_environment().cuda_transport == CudaTransport::Auto);
+  const DistributedContext context;
+  for (const auto& [name, value] : {std::pair{"TENSORTREE_TIMEOUT_MS", "soon"}, {"TENSORTREE_TIMEOUT_MS", "0"},
+                                    {"TENSORTREE_CUDA_TRANSPORT", "gloo"}, {"TENSORTREE_HOST_TRANSPORT", "tcp"},
+                                    {"TENSORTREE_DISTRIBUTED_DEBUG", "DETIAL"}}) {
+    INFO(name << "=" << value);
+    const ScopedEnv bad(name, value);
+    CHECK_THROWS_WITH(DistributedContext(), Catch::Contains(name) && Catch::Contains(value));
+    CHECK_THROWS_AS(DistributedContext(), InvalidArgument);
+    CHECK_THROWS_WITH(context.new_group({0}), Catch::Contains(name) && Catch::Contains(value));
+  }
+  // A field set explicitly does not read its variable.
+  const ScopedEnv bad("TENSORTREE_TIMEOUT_MS", "soon");
+  CHECK(context.new_group({0}, GroupOptions{.timeout = 900ms}).options().timeout == 900ms);
 }
 
 TEST_CASE("group: every member holds every member's placement, the same on all ranks", "[mpi][group]") {

@@ -75,7 +75,7 @@ std::string message_mismatch(const Tensor& got, int rank, int index) {
 Group shared_memory_group() {
   std::vector<int> everyone(static_cast<std::size_t>(context().size()));
   std::iota(everyone.begin(), everyone.end(), 0);
-  GroupOptions options = GroupOptions::from_environment();
+  GroupOptions options;
   options.host_transport = HostTransport::SharedMemory;
   const Group group = context().new_group(everyone, options);
   for (int peer = 0; peer < group.size(); ++peer) {
@@ -478,7 +478,7 @@ TEST_CASE("node-local: a streamed payload its sender stops writing fails the rec
   if (world_size() < 2) return;
   std::vector<int> everyone(static_cast<std::size_t>(context().size()));
   std::iota(everyone.begin(), everyone.end(), 0);
-  GroupOptions options = GroupOptions::from_environment();
+  GroupOptions options;
   options.host_transport = HostTransport::SharedMemory;
   options.timeout = std::chrono::milliseconds(300);
   const Group group = context().new_group(everyone, options);

@@ -18,6 +18,7 @@
 
 #include "comm/dist_internal.hpp"
 #include "ops_test_support.hpp"
+#include "scoped_env.hpp"
 #include "tensortree/dist_objects.hpp"
 #include "tensortree/schema.hpp"
 #include "tensortree/transfer.hpp"
@@ -77,44 +78,24 @@ void check_tree_of(const TensorTree& tree, int rank, std::int64_t elements) {
 }
 
 GroupOptions options_with_limit(std::uint64_t limit) {
-  GroupOptions options = GroupOptions::from_environment();
+  GroupOptions options;
   options.max_message_bytes = limit;
   return options;
 }
 
-// Sets an environment variable for one scope, restoring what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 }  // namespace
 
 TEST_CASE("peer claims: the limit defaults to 1 GiB and TENSORTREE_MAX_MESSAGE_BYTES sets it", "[ops][claims]") {
-  CHECK(GroupOptions{}.max_message_bytes == kDefaultLimit);
+  CHECK(GroupOptions{}.resolve().max_message_bytes == kDefaultLimit);
   CHECK(Group{}.options().max_message_bytes == kDefaultLimit);
   {
     const ScopedEnv env("TENSORTREE_MAX_MESSAGE_BYTES", "12345");
-    CHECK(GroupOptions::from_environment().max_message_bytes == 12345);
+    CHECK(GroupOptions{}.resolve().max_message_bytes == 12345);
   }
   for (const char* bad : {"0", "-5", "12k", "lots", "99999999999999999999999"}) {
     INFO("TENSORTREE_MAX_MESSAGE_BYTES=" << bad);
     const ScopedEnv env("TENSORTREE_MAX_MESSAGE_BYTES", bad);
-    CHECK_THAT(error_of<InvalidArgument>([] { GroupOptions::from_environment(); }),
+    CHECK_THAT(error_of<InvalidArgument>([] { GroupOptions{}.resolve(); }),
                Catch::Contains("TENSORTREE_MAX_MESSAGE_BYTES") && Catch::Contains(bad));
   }
   CHECK(context().new_group({0}, options_with_limit(4096)).options().max_message_bytes == 4096);

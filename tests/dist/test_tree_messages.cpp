@@ -167,7 +167,7 @@ std::string tree_mismatch(const TensorTree& tree, int rank, int step) { return t
 Group all_ranks_over(HostTransport transport) {
   std::vector<int> everyone(static_cast<std::size_t>(context().size()));
   std::iota(everyone.begin(), everyone.end(), 0);
-  GroupOptions options = GroupOptions::from_environment();
+  GroupOptions options;
   options.host_transport = transport;
   return context().new_group(everyone, options);
 }

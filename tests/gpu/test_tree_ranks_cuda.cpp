@@ -174,6 +174,29 @@ TEST_CASE("a CUDA tree all_gathered holds every rank's tree in rank order", "[ra
   }
 }
 
+TEST_CASE("debug mode: CUDA float64 sent into a float32 receiver of equal bytes fails the receiver, naming both",
+          "[ranks][cuda][p2p][debug]") {
+  std::vector<int> everyone(static_cast<std::size_t>(world().size()));
+  for (int r = 0; r < world().size(); ++r) everyone[static_cast<std::size_t>(r)] = r;
+  const Group checked = context().new_group(everyone, GroupOptions{.debug_checks = true});
+  if (checked.size() < 2) return;
+  const int me = checked.rank();
+  const int last = checked.size() - 1;
+  if (me == 0) {
+    dist::send(Tensor::arange({3, 5}, 1, 1, {DType::Float64, gpu()}), last, checked);
+    dist::send(Tensor::arange({2, 5}, 7, 1, {DType::Float32, gpu()}), last, checked);
+  } else if (me == last) {
+    const Tensor wrong = Tensor::zeros({6, 5}, {DType::Float32, gpu()});
+    CHECK_THROWS_WITH(dist::recv(wrong, 0, checked),
+                      Catch::Contains("rank 0 sent float64 [3, 5] (120 bytes) but this rank receives into float32 "
+                                      "[6, 5] (120 bytes)"));
+    const Tensor right = Tensor::zeros({2, 5}, {DType::Float32, gpu()});
+    dist::recv(right, 0, checked);
+    const Tensor host = right.to(Device::cpu());
+    for (std::int64_t i = 0; i < 10; ++i) CHECK(host.value_at_linear(i).real() == 7.0 + static_cast<double>(i));
+  }
+}
+
 namespace {
 
 // Failed test cases summed over the world, so that every rank returns the job's verdict.

@@ -586,9 +586,42 @@ TEST_CASE("str prints TensorDict's repr with nested trees and fields sorted by k
       "    device=cpu,\n"
       "    is_shared=False)";
   REQUIRE(tree.str() == expected);
+}
+
+TEST_CASE("operator<< prints each key in insertion order with its leaf's values, sub-trees indented",
+          "[tree]") {
+  TensorTree tree({2});
+  tree.set("obs", floats({2, 2}, 1));
+  tree.set("next.reward", floats({2}, 0.5));
+  tree.set("steps", Tensor::arange({2}, 7, 1, {DType::Int32}));
+  const std::string expected =
+      "TensorTree(batch_size=[2], device=cpu)\n"
+      "    obs: tensor([[1., 2.],\n"
+      "                 [3., 4.]])\n"
+      "    next: TensorTree(batch_size=[2], device=cpu)\n"
+      "        reward: tensor([0.5000, 1.5000])\n"
+      "    steps: tensor([7, 8], dtype=torch.int32)";
+  REQUIRE(tree.values_str() == expected);
   std::ostringstream streamed;
   streamed << tree;
   REQUIRE(streamed.str() == expected);
+}
+
+TEST_CASE("operator<< abbreviates a leaf of more than 1000 elements as PyTorch does", "[tree]") {
+  TensorTree tree({2});
+  tree.set("big", longs({2, 1000}, 0));
+  std::ostringstream streamed;
+  streamed << tree;
+  REQUIRE(streamed.str() ==
+          "TensorTree(batch_size=[2], device=cpu)\n"
+          "    big: tensor([[   0,    1,    2,  ...,  997,  998,  999],\n"
+          "                 [1000, 1001, 1002,  ..., 1997, 1998, 1999]])");
+}
+
+TEST_CASE("operator<< on an empty tree prints its batch size and device None", "[tree]") {
+  std::ostringstream streamed;
+  streamed << TensorTree(Shape{4, 2});
+  REQUIRE(streamed.str() == "TensorTree(batch_size=[4, 2], device=None)");
 }
 
 TEST_CASE("an empty tree prints device None like an empty TensorDict", "[tree]") {

@@ -50,7 +50,10 @@ TEST_CASE("tree op tree pairs leaves by key and keeps the left tree's batch_size
 TEST_CASE("tree op scalar applies to every leaf, on either side") {
   const TensorTree a = make_tree(1);
   require_leaf(a * 2, "obs", DType::Float32, {2, 4, 6, 8});
-  require_leaf(a * 2, "next.reward", DType::Float32, {20, 40});  // an integer leaf with a double scalar
+  require_leaf(a * 2, "next.reward", DType::Int64, {20, 40});  // an integer scalar keeps an integer leaf's dtype
+  require_leaf(a * 2.0, "next.reward", DType::Float32, {20, 40});  // a floating one gives float32
+  require_leaf(5 - a, "next.reward", DType::Int64, {-5, -15});
+  require_leaf(a / 4, "next.reward", DType::Float32, {2.5, 5});  // true division
   require_leaf(10 - a, "obs", DType::Float32, {9, 8, 7, 6});
   require_leaf(8 / a, "obs", DType::Float32, {8, 4, static_cast<float>(8.0 / 3), 2});
   require_leaf(a + 0.5, "obs", DType::Float32, {1.5, 2.5, 3.5, 4.5});
@@ -76,6 +79,9 @@ TEST_CASE("in-place tree forms write into the leaves and name the leaf that refu
   floats -= 1;
   floats /= 2;
   require_leaf(floats, "next.reward", DType::Float64, {4.5, 9.5});
+  const TensorTree ints = make_tree(1);
+  ints += 3;
+  require_leaf(ints, "next.reward", DType::Int64, {13, 23});
   CHECK_THROWS_AS(make_tree(1) += 0.5, InvalidArgument);
   CHECK_THROWS_WITH(make_tree(1) += 0.5, Contains("next.reward") && Contains("int64"));
 }
