@@ -45,10 +45,12 @@ Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room, 
 Outgoing pack_for_wire(const TensorTree& tree, std::string_view op, std::size_t room, const Group& group);
 
 // Moves a checked payload (bytes [0, schema.total_bytes()) of `arrived`) into `tree`, whose layout
-// is `schema`: by exchanging buffers when both are the library's (no copy), by one copy into a
-// consolidated buffer the library does not own (a mapped file stays the tree's buffer), or by
-// unpacking into the leaves of a tree that is not consolidated.
-void take_payload(const TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads);
+// is `schema`: when both buffers are the library's, without a copy, by exchanging them where the
+// tree alone holds its buffer and by making `arrived` the tree's buffer where a copy of the tree
+// (or anything else) holds it too, which then keeps its values; by one copy into a consolidated
+// buffer the library does not own (a mapped file stays the tree's buffer); or by unpacking into
+// the leaves of a tree that is not consolidated.
+void take_payload(TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads);
 
 // Per group: the layouts a root has already broadcast (every member then holds their schema) and
 // the schemas this rank has received, by fingerprint.

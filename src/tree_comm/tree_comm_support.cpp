@@ -57,13 +57,21 @@ Outgoing pack_for_wire(const TensorTree& tree, std::string_view op, std::size_t 
   return pack_walked_for_wire(walk_for_packing(tree, {}, op), room, group);
 }
 
-void take_payload(const TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads) {
+void take_payload(TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads) {
   if (tree.is_consolidated() && tree.schema()->fingerprint() == schema.fingerprint()) {
     Storage& own = *tree.storage();
     // Memory another process maps (share_memory_, a mapped file) must keep its pages: copied into.
     const bool own_movable = own.kind() != MemoryKind::Foreign && own.kind() != MemoryKind::SharedHost;
     if (own_movable && arrived->kind() != MemoryKind::Foreign && own.device() == arrived->device()) {
-      StorageAccess::swap_memory(own, *arrived);
+      // A copy of the tree (or a leaf or send holding its buffer) keeps the values it had: the tree
+      // takes the arrived memory in a storage of its own (the spare's pool lets go of the emptied
+      // spare). Held by the tree alone, the buffers change places instead: the spare goes back to
+      // its pool, so a steady stream of receives allocates nothing.
+      if (ConsolidationAccess::buffer_shared(tree)) {
+        ConsolidationAccess::rebind(tree, StorageAccess::take_memory(*arrived));
+      } else {
+        StorageAccess::swap_memory(own, *arrived);
+      }
     } else {
       copy_bytes(own.data(), own.device(), arrived->data(), arrived->device(), schema.total_bytes());
     }

@@ -101,6 +101,57 @@ TEST_CASE("in-process init_remote sends a tree to a receiver that knew nothing o
   });
 }
 
+TEST_CASE("a copy kept out of a pool of receiving trees keeps every element through 100 more receives") {
+  // The README's pattern: irecv into a pool of consolidated trees, keep some by copy. Later receives
+  // into the pool must not change a kept copy, a kept sub-tree or a kept leaf.
+  const HostTransport transport = GENERATE(HostTransport::Auto, HostTransport::Mpi);
+  constexpr int kPool = 4;
+  constexpr int kKept = 4;
+  constexpr int kMore = 100;
+  constexpr int kTrees = kKept + kMore;
+  run(transport, 2, [](const Group& group) {
+    if (group.rank() == 0) {
+      TensorTree outgoing = make_tree(trajectory(), {kB}, 0, 1).consolidate();
+      for (int step = 1; step <= kTrees; ++step) {
+        fill_tree(outgoing, trajectory(), 0, step);
+        outgoing.send(1, group, {.tag = 3});
+      }
+      return;
+    }
+    std::vector<TensorTree> pool;
+    std::vector<WorkPtr> posted;
+    for (int slot = 0; slot < kPool; ++slot) {
+      pool.push_back(zeros_tree(trajectory(), {kB}).consolidate());
+    }
+    // Posted only once the pool has its final size: an irecv's tree must stay where it is.
+    for (int slot = 0; slot < kPool; ++slot) posted.push_back(pool[slot].irecv(0, group, {.tag = 3}));
+    std::vector<TensorTree> kept;
+    std::vector<TensorTree> kept_next;
+    std::vector<Tensor> kept_obs;
+    for (int step = 1; step <= kTrees; ++step) {
+      const auto slot = static_cast<std::size_t>((step - 1) % kPool);
+      posted[slot]->wait();
+      expect_tree(pool[slot], 0, step, "pool tree " + std::to_string(slot) + " at step " + std::to_string(step), 1);
+      expect(pool[slot].is_consolidated(), "a pool tree stays consolidated");
+      if (step <= kKept) {
+        kept.push_back(pool[slot]);
+        kept_next.push_back(pool[slot].subtree("next"));
+        kept_obs.push_back(pool[slot].get("obs"));
+      }
+      if (step + kPool <= kTrees) posted[slot] = pool[slot].irecv(0, group, {.tag = 3});
+    }
+    for (int k = 0; k < kKept; ++k) {
+      const auto at = static_cast<std::size_t>(k);
+      expect_tree(kept[at], 0, k + 1, "kept tree " + std::to_string(k) + " after 100 more receives", 1);
+      expect(kept[at].is_consolidated(), "a kept copy stays consolidated");
+      TensorTree whole_again = kept[at].clone();
+      whole_again.set("next", kept_next[at]);
+      whole_again.set("obs", kept_obs[at]);
+      expect_tree(whole_again, 0, k + 1, "kept sub-tree and leaf " + std::to_string(k), 1);
+    }
+  });
+}
+
 TEST_CASE("in-process tree broadcast, all_gather and all_reduce give every rank every element") {
   const HostTransport transport = GENERATE(HostTransport::Auto, HostTransport::Mpi);
   const int size = GENERATE(2, 3, 4);
