@@ -15,6 +15,7 @@
 #include "core/checked_math.hpp"
 #include "core/text_format.hpp"
 #include "tree/consolidation_access.hpp"
+#include "tree/layout_difference.hpp"
 #include "comm/collective_check.hpp"
 #include "comm/dist_internal.hpp"
 #include "comm/peer_claims.hpp"
@@ -77,9 +78,9 @@ void deliver(TensorTree& tree, const Receiver& mine, const StoragePtr& payload, 
     return;
   }
   if (mine.schema->fingerprint() != schema->fingerprint()) {
-    throw SchemaMismatch(fmt::format("{}: this rank's tree has layout fingerprint {} but the root (rank {}) sent "
-                                     "layout fingerprint {}; the tree is unchanged", op, mine.schema->fingerprint(),
-                                     root, schema->fingerprint()));
+    throw SchemaMismatch(fmt::format("{} from rank {}: the root's tree (layout {:#018x}) differs from this rank's tree "
+                                     "(layout {:#018x}) {}; the tree is unchanged", op, root, schema->fingerprint(),
+                                     mine.schema->fingerprint(), detail::difference_text(*mine.schema, *schema, "there")));
   }
   detail::take_payload(tree, *mine.schema, payload, 0);
 }
@@ -208,8 +209,13 @@ void receive_broadcast(TensorTree& tree, const Receiver& mine, const Announcemen
                                         "and this rank has not seen that layout on this group", root,
                                         sent.header.fingerprint));
     }
-    // A tree of another layout: deliver() names both.
-    if (!schema) schema = mine.schema;
+    if (!schema) {
+      if (mine.problem) std::rethrow_exception(mine.problem);
+      throw SchemaMismatch(fmt::format("broadcast from rank {}: the root's tree (layout {:#018x}) differs from this "
+                                       "rank's tree (layout {:#018x}), and this rank has not seen the root's layout; "
+                                       "the tree is unchanged", root, sent.header.fingerprint,
+                                       mine.schema->fingerprint()));
+    }
   }
   deliver(tree, mine, buffer, std::move(schema), root, "broadcast");
 }

@@ -54,18 +54,13 @@ WorkPtr post_per_leaf(const TensorTree& tree, Device device, P2POp::Kind kind, i
   return dist::batch_isend_irecv(ops, group);
 }
 
-// What a layout mismatch tells the user to do about it.
-constexpr std::string_view kResendLayout =
-    "if the sender changed its keys, dtypes, shapes or batch size, send the new layout once with init_remote "
-    "(from_remote_init here)";
-
 std::string layout_text(std::uint64_t fingerprint, std::uint64_t bytes) {
-  return fmt::format("fingerprint {}, {} bytes", fingerprint, bytes);
+  return fmt::format("layout {:#018x}, {} bytes", fingerprint, bytes);
 }
 
 // A consolidated receive: complete once the message has arrived, its wire header matched the
 // expected layout, and `deliver` has moved the payload where it belongs. A message of the wrong
-// length is SchemaMismatch too (the transport found it; its text says by how much).
+// length is SchemaMismatch too (the transport found it).
 using Deliver = std::function<void(const StoragePtr&)>;
 
 WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema> schema, int src, const Group& group,
@@ -75,29 +70,23 @@ WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema
   const Tensor landing = detail::storage_bytes(buffer, 0, length);
   WorkPtr transfer = dist::detail::post_to_peer(group, src, buffer->device(), "recv",
                                                 [&](PeerTransport& on) { return on.recv(landing, src, tag); });
+  // A raw pointer: the Work returned holds `transfer` for as long as the continuation can run.
+  Work* received = transfer.get();
   // The transport reports a message of the wrong length as InvalidArgument: to the caller it is a
   // layout mismatch.
-  auto on_error = [schema, src, total](std::exception_ptr error) {
+  auto on_error = [schema, src, group, tag](std::exception_ptr error) {
     try {
       std::rethrow_exception(error);
-    } catch (const InvalidArgument& wrong_length) {
-      throw SchemaMismatch(fmt::format("recv: the tree from {} does not have the length of this tree's layout ({} "
-                                       "+ a {}-byte header), so the layouts differ ({}); {}",
-                                       detail::rank_name(src), layout_text(schema->fingerprint(), total),
-                                       kWireHeaderBytes, wrong_length.what(), kResendLayout));
+    } catch (const InvalidArgument&) {
+      throw SchemaMismatch(detail::layout_mismatch(group, "recv", src, tag, *schema, std::nullopt));
     } catch (...) {
     }
   };
-  // A raw pointer: the Work returned holds `transfer` for as long as the continuation can run.
-  Work* received = transfer.get();
-  auto check_and_deliver = [buffer, schema, src, total, received, deliver = std::move(deliver)] {
+  auto check_and_deliver = [buffer, schema, src, group, tag, total, received, deliver = std::move(deliver)] {
     const int sender = src == kAnySource ? received->source_rank() : src;
     const WireHeader header = detail::read_wire_header(buffer->data() + total, buffer->device(), sender, "recv");
     if (header.fingerprint != schema->fingerprint() || header.payload_bytes != total || header.schema_bytes != 0) {
-      throw SchemaMismatch(fmt::format("recv: this tree's layout ({}) differs from the layout {} sent ({}); the tree "
-                                       "is unchanged; {}", layout_text(schema->fingerprint(), total),
-                                       detail::rank_name(sender), layout_text(header.fingerprint, header.payload_bytes),
-                                       kResendLayout));
+      throw SchemaMismatch(detail::layout_mismatch(group, "recv", sender, tag, *schema, header.fingerprint));
     }
     deliver(buffer);
   };
@@ -126,9 +115,10 @@ std::shared_ptr<const Schema> announced_schema(const ReceivedMessage& announced)
   } catch (const CorruptData&) {
     const std::optional<detail::WireHeader> data = tree_data_header(announced.bytes, announced.source);
     if (!data) throw;
-    throw SchemaMismatch(fmt::format("from_remote_init: {} sent a tree's data ({}), not its layout: pair "
-                                     "from_remote_init with init_remote on the sender (a plain send goes to a "
-                                     "receiver that holds a tree of the sender's layout)",
+    throw SchemaMismatch(fmt::format("from_remote_init: {} sent a tree's data ({}), not its layout: it sent with "
+                                     "a plain send, without init_remote. Pair from_remote_init with init_remote on "
+                                     "the sender (a plain send goes to a receiver that holds a tree of the sender's "
+                                     "layout)",
                                      detail::rank_name(announced.source),
                                      layout_text(data->fingerprint, data->payload_bytes)));
   }
@@ -208,6 +198,7 @@ TensorTree TensorTree::from_remote_init(int src, const Group& group, const CommO
   const ReceivedMessage announced =
       dist::detail::peer_transport(group, src, Device::cpu()).recv_message(src, options.tag);
   auto schema = announced_schema(announced);
+  detail::LayoutRegistry::of(group)->remember(schema, announced.source);
   const Device device = dist::detail::device_of_kind(schema->storage_device());
   // The schema is consistent, but its size is only the peer's word: bounded before allocating.
   const std::uint64_t length = detail::checked_peer_claim(group, announced.source,

@@ -3,6 +3,7 @@
 // in-process backend alone. Every element of every leaf is checked (tests/dist/tree_values.hpp).
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <latch>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "../dist/tree_values.hpp"
 #include "in_process_support.hpp"
 #include "tensortree/dist_ops.hpp"
+#include "tensortree/schema.hpp"
 #include "tensortree/tree.hpp"
 
 using namespace tensortree;
@@ -45,6 +47,13 @@ void expect_tree(const TensorTree& tree, int rank, int step, const std::string& 
                  const std::vector<tensortree::test::LeafDef>& leaves = trajectory()) {
   const std::string mismatch = tree_mismatch(tree, leaves, rank, step);
   expect(mismatch.empty(), what + " on rank " + std::to_string(me) + ": " + mismatch);
+}
+
+// A layout fingerprint as messages print it.
+std::string fmt_layout(std::uint64_t fingerprint) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(fingerprint));
+  return text;
 }
 
 void run(HostTransport transport, int size, const std::function<void(const Group&)>& body) {
@@ -237,8 +246,94 @@ TEST_CASE("from_remote_init against a plain send says the sender must call init_
   });
   INFO(unpaired);
   INFO(changed);
-  CHECK(unpaired.find("from_remote_init: rank 0 sent a tree's data (fingerprint") != std::string::npos);
-  CHECK(unpaired.find("pair from_remote_init with init_remote on the sender") != std::string::npos);
-  CHECK(changed.find("the layouts differ") != std::string::npos);
-  CHECK(changed.find("send the new layout once with init_remote") != std::string::npos);
+  CHECK_THAT(unpaired, Catch::Contains("from_remote_init: rank 0 sent a tree's data (layout 0x") &&
+                           Catch::Contains("without init_remote") &&
+                           Catch::Contains("Pair from_remote_init with init_remote on the sender"));
+  CHECK_THAT(changed, Catch::Contains("recv from rank 0 (tag 0): the sender's tree is not of this tree's length") &&
+                          Catch::Contains("pair init_remote on the sender with from_remote_init here"));
+}
+
+TEST_CASE("recv into a tree of another layout names the first key that differs and both layouts, where this rank "
+          "has seen the sender's layout") {
+  std::string message;
+  std::uint64_t mine = 0;
+  std::uint64_t theirs = 0;
+  run(HostTransport::Auto, 2, [&](const Group& group) {
+    // Of one byte length: the header arrives, and only the layouts tell the trees apart.
+    const std::vector<LeafDef> sent = {{"obs.pixels", DType::Int32, {kB, 4}}, {"reward", DType::Float32, {kB}}};
+    const std::vector<LeafDef> held = {{"obs.pixels", DType::Float32, {kB, 4}}, {"reward", DType::Float32, {kB}}};
+    if (group.rank() == 0) {
+      const TensorTree tree = make_tree(sent, {kB}, 0, 1).consolidate();
+      tree.init_remote(1, group);  // rank 1 learns this layout
+      tree.send(1, group);
+      theirs = tree.schema()->fingerprint();
+      return;
+    }
+    expect_tree(TensorTree::from_remote_init(0, group), 0, 1, "from_remote_init", 1, sent);
+    TensorTree into = make_tree(held, {kB}, 1, 2).consolidate();
+    mine = into.schema()->fingerprint();
+    try {
+      into.recv(0, group);
+    } catch (const SchemaMismatch& error) {
+      message = error.what();
+    }
+    expect_tree(into, 1, 2, "the tree a failed receive left", 1, held);
+  });
+  INFO(message);
+  CHECK_THAT(message, Catch::Contains("at key 'obs.pixels': int32 [4, 4] there, float32 [4, 4] here"));
+  CHECK_THAT(message, Catch::Contains(fmt_layout(theirs)) && Catch::Contains(fmt_layout(mine)));
+  CHECK_THAT(message, Catch::StartsWith("recv from rank 0 (tag 0): the sender's tree (layout "));
+}
+
+TEST_CASE("recv from a sender whose batch size changed after init_remote says to call init_remote again") {
+  std::string message;
+  run(HostTransport::Auto, 2, [&](const Group& group) {
+    const std::vector<LeafDef> longer = {{"obs", DType::UInt8, {kB + 1, 3, 16, 16}},
+                                         {"action", DType::Int64, {kB + 1}},
+                                         {"reward", DType::Float32, {kB + 1}},
+                                         {"next.obs", DType::UInt8, {kB + 1, 3, 16, 16}},
+                                         {"info.episode.return", DType::Float64, {kB + 1, 300}}};
+    if (group.rank() == 0) {
+      make_tree(trajectory(), {kB}, 0, 1).init_remote(1, group);
+      make_tree(longer, {kB + 1}, 0, 2).send(1, group);
+      return;
+    }
+    TensorTree received = TensorTree::from_remote_init(0, group);
+    try {
+      received.recv(0, group);
+    } catch (const SchemaMismatch& error) {
+      message = error.what();
+    }
+    expect_tree(received, 0, 1, "the tree a failed receive left", 1);
+  });
+  INFO(message);
+  CHECK_THAT(message, Catch::StartsWith("recv from rank 0 (tag 0): ") &&
+                          Catch::Contains("This tree's layout came from rank 0's init_remote") &&
+                          Catch::Contains("must call init_remote again"));
+}
+
+TEST_CASE("broadcast into a tree of another layout names the first key that differs") {
+  std::string message;
+  run(HostTransport::Auto, 3, [&](const Group& group) {
+    const std::vector<LeafDef> other = {{"obs", DType::UInt8, {kB, 3, 16, 16}},
+                                        {"action", DType::Int32, {kB}},
+                                        {"reward", DType::Float32, {kB}},
+                                        {"next.obs", DType::UInt8, {kB, 3, 16, 16}},
+                                        {"info.episode.return", DType::Float64, {kB, 300}}};
+    const bool wrong = group.rank() == 1;
+    TensorTree tree = make_tree(wrong ? other : trajectory(), {kB}, group.rank(), 4);
+    if (!wrong) {
+      tree.broadcast(2, group);
+      expect_tree(tree, 2, 4, "broadcast", group.rank());
+      return;
+    }
+    try {
+      tree.broadcast(2, group);
+    } catch (const SchemaMismatch& error) {
+      message = error.what();
+    }
+  });
+  INFO(message);
+  CHECK_THAT(message, Catch::StartsWith("broadcast from rank 2: the root's tree (layout 0x") &&
+                          Catch::Contains("at key 'action': int64 [4] there, int32 [4] here"));
 }
