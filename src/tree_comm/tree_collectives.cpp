@@ -166,9 +166,10 @@ WorkPtr broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
                                   "{}, which has {} on this rank", root, total, sent.header.fingerprint,
                                   mine.schema->total_bytes()));
   }
-  // The announcement already vouched for the layout: a consolidated tree of it takes the bytes in place.
+  // The announcement already vouched for the layout: a consolidated tree of it takes the bytes in
+  // place, unless a copy of the tree (or anything else) holds its buffer too and must keep its values.
   const bool direct = expected && sent.header.schema_bytes == 0 && tree.is_consolidated() &&
-                      tree.storage()->device() == device;
+                      tree.storage()->device() == device && !detail::ConsolidationAccess::buffer_shared(tree);
   if (direct) {
     return collectives.broadcast(detail::storage_bytes(tree.storage(), 0, total), root);
   }

@@ -33,6 +33,13 @@ const std::vector<tensortree::test::LeafDef>& trajectory() {
   return defs;
 }
 
+// trajectory()'s leaves with another batch size: what a sender that changed its batch size sends.
+std::vector<tensortree::test::LeafDef> trajectory_of_batch(std::int64_t batch) {
+  std::vector<tensortree::test::LeafDef> defs = trajectory();
+  for (tensortree::test::LeafDef& def : defs) def.shape[0] = batch;
+  return defs;
+}
+
 // Leaves every reduction sums exactly.
 const std::vector<tensortree::test::LeafDef>& numbers() {
   static const std::vector<tensortree::test::LeafDef> defs = {
@@ -111,52 +118,78 @@ TEST_CASE("in-process init_remote sends a tree to a receiver that knew nothing o
 }
 
 TEST_CASE("a copy kept out of a pool of receiving trees keeps every element through 100 more receives") {
-  // The README's pattern: irecv into a pool of consolidated trees, keep some by copy. Later receives
-  // into the pool must not change a kept copy, a kept sub-tree or a kept leaf.
+  // The README's pattern: irecv(kAnySource) into a pool of consolidated trees, keep some by copy.
+  // Later receives into the pool must not change a kept copy, a kept sub-tree or a kept leaf.
   const HostTransport transport = GENERATE(HostTransport::Auto, HostTransport::Mpi);
   constexpr int kPool = 4;
   constexpr int kKept = 4;
-  constexpr int kMore = 100;
-  constexpr int kTrees = kKept + kMore;
-  run(transport, 2, [](const Group& group) {
-    if (group.rank() == 0) {
-      TensorTree outgoing = make_tree(trajectory(), {kB}, 0, 1).consolidate();
-      for (int step = 1; step <= kTrees; ++step) {
-        fill_tree(outgoing, trajectory(), 0, step);
-        outgoing.send(1, group, {.tag = 3});
+  constexpr int kPerSender = (kKept + 100) / 2;
+  run(transport, 3, [](const Group& group) {
+    if (group.rank() != 0) {
+      TensorTree outgoing = make_tree(trajectory(), {kB}, group.rank(), 1).consolidate();
+      for (int step = 1; step <= kPerSender; ++step) {
+        fill_tree(outgoing, trajectory(), group.rank(), step);
+        outgoing.send(0, group, {.tag = 3});
       }
       return;
     }
     std::vector<TensorTree> pool;
-    std::vector<WorkPtr> posted;
-    for (int slot = 0; slot < kPool; ++slot) {
-      pool.push_back(zeros_tree(trajectory(), {kB}).consolidate());
-    }
+    for (int slot = 0; slot < kPool; ++slot) pool.push_back(zeros_tree(trajectory(), {kB}).consolidate());
     // Posted only once the pool has its final size: an irecv's tree must stay where it is.
-    for (int slot = 0; slot < kPool; ++slot) posted.push_back(pool[slot].irecv(0, group, {.tag = 3}));
-    std::vector<TensorTree> kept;
-    std::vector<TensorTree> kept_next;
-    std::vector<Tensor> kept_obs;
-    for (int step = 1; step <= kTrees; ++step) {
-      const auto slot = static_cast<std::size_t>((step - 1) % kPool);
+    std::vector<WorkPtr> posted;
+    for (TensorTree& tree : pool) posted.push_back(tree.irecv(kAnySource, group, {.tag = 3}));
+    int posted_count = kPool;
+    std::vector<int> steps(3, 0);  // per sender: each sends its trees in order
+    struct Kept {
+      int sender;
+      int step;
+      TensorTree tree;
+      TensorTree next;
+      Tensor obs;
+    };
+    std::vector<Kept> kept;
+    for (int received = 0; received < 2 * kPerSender; ++received) {
+      const auto slot = static_cast<std::size_t>(received % kPool);
       posted[slot]->wait();
-      expect_tree(pool[slot], 0, step, "pool tree " + std::to_string(slot) + " at step " + std::to_string(step), 1);
+      const int sender = posted[slot]->source_rank();
+      const int step = ++steps[static_cast<std::size_t>(sender)];
+      expect_tree(pool[slot], sender, step, "pool tree " + std::to_string(slot) + " from rank " +
+                                                std::to_string(sender) + " step " + std::to_string(step), 0);
       expect(pool[slot].is_consolidated(), "a pool tree stays consolidated");
-      if (step <= kKept) {
-        kept.push_back(pool[slot]);
-        kept_next.push_back(pool[slot].subtree("next"));
-        kept_obs.push_back(pool[slot].get("obs"));
+      if (received < kKept) kept.push_back({sender, step, pool[slot], pool[slot].subtree("next"), pool[slot].get("obs")});
+      if (posted_count < 2 * kPerSender) {
+        posted[slot] = pool[slot].irecv(kAnySource, group, {.tag = 3});
+        ++posted_count;
       }
-      if (step + kPool <= kTrees) posted[slot] = pool[slot].irecv(0, group, {.tag = 3});
     }
-    for (int k = 0; k < kKept; ++k) {
-      const auto at = static_cast<std::size_t>(k);
-      expect_tree(kept[at], 0, k + 1, "kept tree " + std::to_string(k) + " after 100 more receives", 1);
-      expect(kept[at].is_consolidated(), "a kept copy stays consolidated");
-      TensorTree whole_again = kept[at].clone();
-      whole_again.set("next", kept_next[at]);
-      whole_again.set("obs", kept_obs[at]);
-      expect_tree(whole_again, 0, k + 1, "kept sub-tree and leaf " + std::to_string(k), 1);
+    for (const Kept& k : kept) {
+      const std::string what = "the tree kept from rank " + std::to_string(k.sender) + " step " + std::to_string(k.step);
+      expect_tree(k.tree, k.sender, k.step, what + ", after 100 more receives", 0);
+      expect(k.tree.is_consolidated(), "a kept copy stays consolidated");
+      TensorTree whole_again = k.tree.clone();
+      whole_again.set("next", k.next);
+      whole_again.set("obs", k.obs);
+      expect_tree(whole_again, k.sender, k.step, what + ": its kept sub-tree and leaf", 0);
+    }
+  });
+}
+
+TEST_CASE("a copy kept of a tree that broadcasts arrive in keeps every element through 100 more broadcasts") {
+  run(HostTransport::Auto, 2, [](const Group& group) {
+    TensorTree tree = group.rank() == 1 ? make_tree(trajectory(), {kB}, 1, 1).consolidate() : TensorTree();
+    tree.broadcast(1, group);
+    std::vector<TensorTree> kept;  // of steps 1 to 3
+    for (int step = 2; step <= 101; ++step) {
+      if (step <= 4) kept.push_back(tree);
+      if (group.rank() == 1) fill_tree(tree, trajectory(), 1, step);
+      tree.broadcast(1, group);
+      expect_tree(tree, 1, step, "broadcast step " + std::to_string(step), group.rank());
+    }
+    // On the receiver (the root's own copies share the leaves its fill_tree writes in place).
+    if (group.rank() == 1) return;
+    for (std::size_t k = 0; k < kept.size(); ++k) {
+      const int step = static_cast<int>(k) + 1;
+      expect_tree(kept[k], 1, step, "the copy kept of step " + std::to_string(step), group.rank());
     }
   });
 }
@@ -224,11 +257,7 @@ TEST_CASE("from_remote_init against a plain send says the sender must call init_
     if (group.rank() == 0) {
       tree.send(1, group);
       // Then a tree whose batch size changed after the receiver learned the old layout.
-      const std::vector<LeafDef> longer = {{"obs", DType::UInt8, {kB + 1, 3, 16, 16}},
-                                           {"action", DType::Int64, {kB + 1}},
-                                           {"reward", DType::Float32, {kB + 1}},
-                                           {"next.obs", DType::UInt8, {kB + 1, 3, 16, 16}},
-                                           {"info.episode.return", DType::Float64, {kB + 1, 300}}};
+      const std::vector<LeafDef> longer = trajectory_of_batch(kB + 1);
       make_tree(longer, {kB + 1}, 0, 2).send(1, group);
       return;
     }
@@ -288,11 +317,7 @@ TEST_CASE("recv into a tree of another layout names the first key that differs a
 TEST_CASE("recv from a sender whose batch size changed after init_remote says to call init_remote again") {
   std::string message;
   run(HostTransport::Auto, 2, [&](const Group& group) {
-    const std::vector<LeafDef> longer = {{"obs", DType::UInt8, {kB + 1, 3, 16, 16}},
-                                         {"action", DType::Int64, {kB + 1}},
-                                         {"reward", DType::Float32, {kB + 1}},
-                                         {"next.obs", DType::UInt8, {kB + 1, 3, 16, 16}},
-                                         {"info.episode.return", DType::Float64, {kB + 1, 300}}};
+    const std::vector<LeafDef> longer = trajectory_of_batch(kB + 1);
     if (group.rank() == 0) {
       make_tree(trajectory(), {kB}, 0, 1).init_remote(1, group);
       make_tree(longer, {kB + 1}, 0, 2).send(1, group);

@@ -326,9 +326,12 @@ TEST_CASE("tree send/recv: a nested mixed-dtype tree reaches the right neighbour
           CHECK(tree_mismatch(into, defs, kBatch, distinct(left, 1)) == "");
           CHECK(into.keys({.include_nested = true}) == receiver_keys);
           CHECK(into.is_consolidated() == recv_consolidated);
-          // Tensors taken from the receiver before the receive view the new values.
-          CHECK(mismatch(reward_before, DType::Float32, {4}, [&](std::int64_t i) { return distinct(left, 1)(2, DType::Float32, i); }) == "");
-          CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return distinct(left, 1)(4, DType::UInt8, i); }) == "");
+          // Tensors taken from the receiver before the receive: a receiver of its own leaves is
+          // written in place, so they view the new values; a consolidated one moves to the arrived
+          // buffer and they keep the old one, with its values.
+          const LeafValue before = recv_consolidated ? distinct(group.rank(), 90) : distinct(left, 1);
+          CHECK(mismatch(reward_before, DType::Float32, {4}, [&](std::int64_t i) { return before(2, DType::Float32, i); }) == "");
+          CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return before(4, DType::UInt8, i); }) == "");
           CHECK(tree_mismatch(mine, defs, kBatch, distinct(group.rank(), 1)) == "");
         }
       }
@@ -519,7 +522,9 @@ TEST_CASE("init_remote gives a receiver that knew nothing the sender's tree, and
         const Tensor obs_before = tree.get("obs");
         CHECK(tree.recv(s, world, {.tag = 21}) == s);
         CHECK(tree_mismatch(tree, defs, kBatch, distinct(s, 30 + step)) == "");
-        CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return distinct(s, 30 + step)(0, DType::UInt8, i); }) == "");
+        // A tensor taken from the (consolidated) tree keeps what the tree held before the receive.
+        const LeafValue before = step == 0 ? distinct(s, 7) : distinct(s, 30 + step - 1);
+        CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return before(0, DType::UInt8, i); }) == "");
       }
     }
     barrier();
@@ -559,7 +564,8 @@ TEST_CASE("broadcast into empty trees gives every rank the root's tree, and late
       const Tensor reward_before = tree.get("reward");
       tree.broadcast(root, group);
       CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 10)) == "");
-      CHECK(mismatch(reward_before, DType::Float32, {4}, [&](std::int64_t i) { return distinct(root, 10)(2, DType::Float32, i); }) == "");
+      // The consolidated tree moved to the arrived buffer; the tensor taken from it kept the old one.
+      CHECK(mismatch(reward_before, DType::Float32, {4}, [&](std::int64_t i) { return distinct(root, 9)(2, DType::Float32, i); }) == "");
     }
   });
 }
@@ -589,8 +595,11 @@ TEST_CASE("broadcast writes the root's values into same-layout receivers in plac
   CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 11)) == "");
   CHECK(tree.keys({.include_nested = true}) == keys);
   CHECK(tree.is_consolidated() == was_consolidated);
-  CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return distinct(root, 11)(0, DType::UInt8, i); }) == "");
-  CHECK(mismatch(return_before, DType::Float64, {4}, [&](std::int64_t i) { return distinct(root, 11)(6, DType::Float64, i); }) == "");
+  // Tensors taken before: written in place with the tree's own leaves (and on the root, which
+  // receives nothing); a consolidated receiver moved to the arrived buffer and they kept the old one.
+  const LeafValue before = rank != root && was_consolidated ? distinct(rank, 98) : distinct(root, 11);
+  CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return before(0, DType::UInt8, i); }) == "");
+  CHECK(mismatch(return_before, DType::Float64, {4}, [&](std::int64_t i) { return before(6, DType::Float64, i); }) == "");
 
   // The second time: odd ranks start from an empty tree, the others keep theirs.
   if (rank == root) {
@@ -626,7 +635,9 @@ TEST_CASE("broadcast gives receivers holding an empty tree a new consolidated tr
   tree.broadcast(root, group);
   CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 14)) == "");
   if (action_before.defined()) {
-    CHECK(mismatch(action_before, DType::Int64, {4}, [&](std::int64_t i) { return distinct(root, 14)(1, DType::Int64, i); }) == "");
+    // The receivers' trees are consolidated: they moved to the arrived buffer, the tensor kept the old one.
+    const LeafValue before = rank == root ? distinct(root, 14) : distinct(root, 13);
+    CHECK(mismatch(action_before, DType::Int64, {4}, [&](std::int64_t i) { return before(1, DType::Int64, i); }) == "");
   }
   // The root's tree is not changed by its own broadcast.
   if (rank == root) CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 14)) == "");
