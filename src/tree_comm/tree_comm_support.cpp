@@ -60,26 +60,33 @@ Outgoing pack_for_wire(const TensorTree& tree, std::string_view op, std::size_t 
 }
 
 void take_payload(TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads) {
-  if (tree.is_consolidated() && tree.schema()->fingerprint() == schema.fingerprint()) {
-    Storage& own = *tree.storage();
-    // Memory another process maps (share_memory_, a mapped file) must keep its pages: copied into.
-    const bool own_movable = own.kind() != MemoryKind::Foreign && own.kind() != MemoryKind::SharedHost;
-    if (own_movable && arrived->kind() != MemoryKind::Foreign && own.device() == arrived->device()) {
-      // A copy of the tree (or a leaf or send holding its buffer) keeps the values it had: the tree
-      // takes the arrived memory in a storage of its own (the spare's pool lets go of the emptied
-      // spare). Held by the tree alone, the buffers change places instead: the spare goes back to
-      // its pool, so a steady stream of receives allocates nothing.
-      if (ConsolidationAccess::buffer_shared(tree)) {
-        ConsolidationAccess::rebind(tree, StorageAccess::take_memory(*arrived));
-      } else {
-        StorageAccess::swap_memory(own, *arrived);
-      }
-    } else {
-      copy_bytes(own.data(), own.device(), arrived->data(), arrived->device(), schema.total_bytes());
-    }
+  if (!tree.is_consolidated() || tree.schema()->fingerprint() != schema.fingerprint()) {
+    tree.unpack_from(*arrived, schema, threads);
     return;
   }
-  tree.unpack_from(*arrived, schema, threads);
+  Storage& own = *tree.storage();
+  // Memory another process maps (share_memory_, a mapped file) must keep its pages: copied into.
+  const bool own_movable = own.kind() != MemoryKind::Foreign && own.kind() != MemoryKind::SharedHost;
+  const bool arrived_movable = arrived->kind() != MemoryKind::Foreign && own.device() == arrived->device();
+  if (own_movable && ConsolidationAccess::buffer_shared(tree)) {
+    // A copy of the tree (or a leaf or send holding its buffer) keeps the values it had: the tree
+    // takes the arrived memory in a storage of its own (the spare's pool lets go of the emptied
+    // spare), or a copy of it where that memory is a view of a larger message.
+    StoragePtr fresh;
+    if (arrived_movable) {
+      fresh = StorageAccess::take_memory(*arrived);
+    } else {
+      fresh = Storage::allocate(own.nbytes(), own.device(), own.is_pinned());
+      copy_bytes(fresh->data(), fresh->device(), arrived->data(), arrived->device(), schema.total_bytes());
+    }
+    ConsolidationAccess::rebind(tree, std::move(fresh));
+  } else if (own_movable && arrived_movable) {
+    // Held by the tree alone, the buffers change places: the spare goes back to its pool, so a
+    // steady stream of receives allocates nothing.
+    StorageAccess::swap_memory(own, *arrived);
+  } else {
+    copy_bytes(own.data(), own.device(), arrived->data(), arrived->device(), schema.total_bytes());
+  }
 }
 
 // ---- LayoutRegistry ------------------------------------------------------------------------------

@@ -174,8 +174,23 @@ TEST_CASE("a copy kept out of a pool of receiving trees keeps every element thro
   });
 }
 
-TEST_CASE("a copy kept of a tree that broadcasts arrive in keeps every element through 100 more broadcasts") {
+TEST_CASE("a copy kept of a tree that broadcasts or scatters arrive in keeps every element through 100 more") {
   run(HostTransport::Auto, 2, [](const Group& group) {
+    // Scatter: rank 0 keeps copies of what arrived, then takes 100 more.
+    TensorTree scattered = make_tree(trajectory(), {kB}, 0, 0).consolidate();
+    std::vector<TensorTree> kept_scattered;  // of steps 1 to 3
+    for (int step = 1; step <= 103; ++step) {
+      std::vector<TensorTree> trees;
+      if (group.rank() == 1) trees = {make_tree(trajectory(), {kB}, 1, step), make_tree(trajectory(), {kB}, 1, step)};
+      scattered.scatter(1, trees, group);
+      expect_tree(scattered, 1, step, "scatter step " + std::to_string(step), group.rank());
+      if (step <= 3) kept_scattered.push_back(scattered);
+    }
+    for (std::size_t k = 0; k < kept_scattered.size(); ++k) {
+      const int step = static_cast<int>(k) + 1;
+      expect_tree(kept_scattered[k], 1, step, "the scattered copy kept of step " + std::to_string(step), group.rank());
+    }
+
     TensorTree tree = group.rank() == 1 ? make_tree(trajectory(), {kB}, 1, 1).consolidate() : TensorTree();
     tree.broadcast(1, group);
     std::vector<TensorTree> kept;  // of steps 1 to 3
