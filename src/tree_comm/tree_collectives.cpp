@@ -78,9 +78,10 @@ void deliver(TensorTree& tree, const Receiver& mine, const StoragePtr& payload, 
     return;
   }
   if (mine.schema->fingerprint() != schema->fingerprint()) {
+    const std::string difference = detail::difference_text(*mine.schema, *schema, "there");
     throw SchemaMismatch(fmt::format("{} from rank {}: the root's tree (layout {:#018x}) differs from this rank's tree "
-                                     "(layout {:#018x}) {}; the tree is unchanged", op, root, schema->fingerprint(),
-                                     mine.schema->fingerprint(), detail::difference_text(*mine.schema, *schema, "there")));
+                                     "(layout {:#018x}){}{}; the tree is unchanged", op, root, schema->fingerprint(),
+                                     mine.schema->fingerprint(), difference.empty() ? "" : " ", difference));
   }
   detail::take_payload(tree, *mine.schema, payload, 0);
 }
