@@ -902,6 +902,40 @@ TEST_CASE("recv rejects a tree of another byte length, shorter or longer, with S
   }
 }
 
+TEST_CASE("a tree copied out of a pool of irecv trees keeps every element through 100 more receives into the pool",
+          "[tree_comm]") {
+  const Group& world = context().world();
+  if (!in_pair()) return;
+  const std::vector<LeafDef> defs = rollout();
+  constexpr int kPool = 4;
+  constexpr int kKept = 4;
+  constexpr int kTrees = kKept + 100;
+  if (world.rank() == 0) {
+    const TensorTree tree = build_tree(defs, kBatch, distinct(0, 200), {.consolidated = true});
+    for (int step = 0; step < kTrees; ++step) {
+      refill(tree, defs, kBatch, distinct(0, 200 + step));
+      tree.send(1, world, {.tag = 161});
+    }
+    return;
+  }
+  std::vector<TensorTree> pool;
+  for (int slot = 0; slot < kPool; ++slot) pool.push_back(build_tree(defs, kBatch, distinct(1, 300), {.consolidated = true}));
+  std::vector<WorkPtr> posted;
+  for (TensorTree& tree : pool) posted.push_back(tree.irecv(0, world, {.tag = 161}));
+  std::vector<TensorTree> kept;
+  for (int step = 0; step < kTrees; ++step) {
+    const auto slot = static_cast<std::size_t>(step % kPool);
+    posted[slot]->wait();
+    CHECK(tree_mismatch(pool[slot], defs, kBatch, distinct(0, 200 + step)) == "");
+    if (step < kKept) kept.push_back(pool[slot]);
+    if (step + kPool < kTrees) posted[slot] = pool[slot].irecv(0, world, {.tag = 161});
+  }
+  for (int k = 0; k < kKept; ++k) {
+    INFO("the tree kept at step " << k);
+    CHECK(tree_mismatch(kept[static_cast<std::size_t>(k)], defs, kBatch, distinct(0, 200 + k)) == "");
+  }
+}
+
 TEST_CASE("tree send and recv reject ranks outside the group and kAnySource in PerLeaf mode with InvalidArgument",
           "[tree_comm]") {
   const Group& world = context().world();
