@@ -60,8 +60,11 @@ struct TT_API GroupOptions {
   // Debug mode, as PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL: before each dist_ops collective the
   // ranks compare operation, root, reduction, dtype and shape, and their own argument checks, in
   // one small extra round; a difference is InvalidArgument on every rank naming the ranks that
-  // differ, instead of wrong values, an aborted job or a rank left waiting. Every rank of a group
-  // must agree on it. TENSORTREE_DISTRIBUTED_DEBUG=DETAIL turns it on for every group as well.
+  // differ, instead of wrong values, an aborted job or a rank left waiting. A consolidated tree
+  // send then carries its layout ahead of its data (as init_remote does), and a tree receive takes
+  // and checks that layout before the data (in its call, irecv too), so that a receiver of another
+  // layout is told the first key that differs. Every rank of a group must agree on it.
+  // TENSORTREE_DISTRIBUTED_DEBUG=DETAIL turns it on for every group as well.
   bool debug_checks = false;
 
   // See HostTransport and CudaTransport. Every member of a group must pass the same.

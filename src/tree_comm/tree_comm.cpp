@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/collective_check.hpp"
 #include "comm/dist_internal.hpp"
 #include "comm/peer_claims.hpp"
 #include "core/text_format.hpp"
@@ -106,15 +107,22 @@ std::optional<detail::WireHeader> tree_data_header(const Tensor& bytes, int send
   return std::nullopt;
 }
 
-// The schema that init_remote sent first. A peer that sent its tree with a plain send instead is
-// told apart from corrupt bytes: the mistake is the pairing, not the data.
-std::shared_ptr<const Schema> announced_schema(const ReceivedMessage& announced) {
+// The schema that init_remote sent first (or, in debug mode, any send). A peer that sent its tree
+// with a plain send instead is told apart from corrupt bytes: the mistake is the pairing, not the data.
+std::shared_ptr<const Schema> announced_schema(const ReceivedMessage& announced, std::string_view op) {
   const auto* first = static_cast<const std::byte*>(announced.bytes.data_ptr());
   try {
     return std::make_shared<const Schema>(Schema::decode({first, announced.bytes.nbytes()}));
   } catch (const CorruptData&) {
     const std::optional<detail::WireHeader> data = tree_data_header(announced.bytes, announced.source);
     if (!data) throw;
+    if (op != "from_remote_init") {
+      throw SchemaMismatch(fmt::format("{}: {} sent a tree's data ({}) without its layout ahead of it, as a sender "
+                                       "in debug mode does: give every rank of the group the same debug setting "
+                                       "(GroupOptions::debug_checks, TENSORTREE_DISTRIBUTED_DEBUG)",
+                                       op, detail::rank_name(announced.source),
+                                       layout_text(data->fingerprint, data->payload_bytes)));
+    }
     throw SchemaMismatch(fmt::format("from_remote_init: {} sent a tree's data ({}), not its layout: it sent with "
                                      "a plain send, without init_remote. Pair from_remote_init with init_remote on "
                                      "the sender (a plain send goes to a receiver that holds a tree of the sender's "
@@ -130,6 +138,61 @@ Tensor bytes_tensor(std::span<const std::byte> bytes) {
   return out;
 }
 
+// The schema, then the payload with its wire header: init_remote's two messages, and in debug mode
+// every send's, so that the receiver learns the sender's layout before it takes the data.
+WorkPtr post_with_layout(const Outgoing& out, int dst, const Group& group, int tag) {
+  const Tensor schema_bytes = bytes_tensor(out.schema->encode());
+  WorkPtr schema_sent = dist::detail::post_to_peer(group, dst, Device::cpu(), "send",
+                                                   [&](PeerTransport& on) { return on.send(schema_bytes, dst, tag); });
+  WorkPtr data_sent = post_consolidated(out, out.device, dst, group, tag);
+  return Work::all({std::move(schema_sent), std::move(data_sent)});
+}
+
+// A receive whose sender is known before it is posted: source_rank() names it, as for a receive
+// from kAnySource.
+class FromSender final : public Work {
+ public:
+  explicit FromSender(int sender) : sender_(sender) {}
+  int source_rank() const override { return sender_; }
+
+ protected:
+  bool test() override { return true; }
+
+ private:
+  int sender_;
+};
+
+// Debug mode's receive: the sender's layout first (post_with_layout), checked before the data is
+// received, so that a tree of another layout is told the first key that differs whether or not this
+// rank had seen the sender's layout. Its data message is then taken into a buffer of its own and
+// dropped, which keeps the pair's later messages in step. The data receive is posted before this
+// returns, so that a later receive from kAnySource cannot take this sender's data for a layout.
+WorkPtr receive_with_layout(TensorTree& tree, std::shared_ptr<const Schema> mine, Device device, int src,
+                            const Group& group, const CommOptions& options) {
+  const ReceivedMessage announced =
+      dist::detail::peer_transport(group, src, Device::cpu()).recv_message(src, options.tag);
+  const std::shared_ptr<const Schema> theirs = announced_schema(announced, "recv");
+  const int sender = announced.source;
+  detail::LayoutRegistry::of(group)->remember(theirs);
+  if (theirs->fingerprint() != mine->fingerprint()) {
+    const Device arrives_on = dist::detail::device_of_kind(theirs->storage_device());
+    const std::uint64_t length = detail::checked_peer_claim(group, sender, {theirs->total_bytes(), kWireHeaderBytes},
+                                                            "recv: the tree its layout announces");
+    const StoragePtr dropped = Storage::allocate(length, arrives_on);
+    const Tensor landing = detail::storage_bytes(dropped, 0, length);
+    WorkPtr taken = dist::detail::post_to_peer(group, sender, arrives_on, "recv",
+                                               [&](PeerTransport& on) { return on.recv(landing, sender, options.tag); });
+    std::string mismatch = detail::layout_mismatch(group, "recv", sender, options.tag, *mine, theirs->fingerprint());
+    return Work::then(std::move(taken), [dropped, mismatch] { throw SchemaMismatch(mismatch); });
+  }
+  const StoragePtr spare = detail::spare_buffer(group, mine->total_bytes() + kWireHeaderBytes, device);
+  auto deliver = [target = &tree, mine, threads = options.threads](const StoragePtr& arrived) {
+    detail::take_payload(*target, *mine, arrived, threads);
+  };
+  WorkPtr data = post_tree_receive(spare, mine, sender, group, options.tag, std::move(deliver));
+  return Work::all({std::make_shared<FromSender>(sender), std::move(data)});
+}
+
 }  // namespace
 
 // ---- send / recv -------------------------------------------------------------------------------------
@@ -143,6 +206,7 @@ WorkPtr TensorTree::isend(int dst, const Group& group, const CommOptions& option
     return post_per_leaf(*this, detail::device_of(*this, op), P2POp::Kind::Send, dst, group, options.tag);
   }
   const Outgoing out = detail::pack_for_wire(*this, op, kWireHeaderBytes, group);
+  if (dist::detail::debug_mode_enabled(group)) return post_with_layout(out, dst, group, options.tag);
   return post_consolidated(out, out.device, dst, group, options.tag);
 }
 
@@ -160,6 +224,7 @@ WorkPtr TensorTree::irecv(int src, const Group& group, const CommOptions& option
     return post_per_leaf(*this, device, P2POp::Kind::Recv, src, group, options.tag);
   }
   std::shared_ptr<const Schema> schema = detail::layout_of(*this, device).schema;
+  if (dist::detail::debug_mode_enabled(group)) return receive_with_layout(*this, schema, device, src, group, options);
   const StoragePtr spare = detail::spare_buffer(group, schema->total_bytes() + kWireHeaderBytes, device);
   auto deliver = [this, schema, threads = options.threads](const StoragePtr& arrived) {
     detail::take_payload(*this, *schema, arrived, threads);
@@ -180,14 +245,8 @@ void TensorTree::init_remote(int dst, const Group& group, const CommOptions& opt
   constexpr std::string_view op = "init_remote";
   check_peer(dst, "dst", group, op, false);
   dist::detail::check_tag(options.tag, "tag", op);
-  const Outgoing out = detail::pack_for_wire(*this, op, kWireHeaderBytes, group);
   // The schema first: the receiver learns from it how long the data message is.
-  const Tensor schema_bytes = bytes_tensor(out.schema->encode());
-  const WorkPtr schema_sent = dist::detail::post_to_peer(
-      group, dst, Device::cpu(), "send", [&](PeerTransport& on) { return on.send(schema_bytes, dst, options.tag); });
-  const WorkPtr data_sent = post_consolidated(out, out.device, dst, group, options.tag);
-  schema_sent->wait();
-  data_sent->wait();
+  post_with_layout(detail::pack_for_wire(*this, op, kWireHeaderBytes, group), dst, group, options.tag)->wait();
 }
 
 TensorTree TensorTree::from_remote_init(int src, const Group& group, const CommOptions& options) {
@@ -197,7 +256,7 @@ TensorTree TensorTree::from_remote_init(int src, const Group& group, const CommO
   dist::detail::check_tag(options.tag, "tag", op);
   const ReceivedMessage announced =
       dist::detail::peer_transport(group, src, Device::cpu()).recv_message(src, options.tag);
-  auto schema = announced_schema(announced);
+  auto schema = announced_schema(announced, op);
   detail::LayoutRegistry::of(group)->remember(schema, announced.source);
   const Device device = dist::detail::device_of_kind(schema->storage_device());
   // The schema is consistent, but its size is only the peer's word: bounded before allocating.

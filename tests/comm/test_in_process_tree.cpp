@@ -377,3 +377,50 @@ TEST_CASE("broadcast into a tree of another layout names the first key that diff
   CHECK_THAT(message, Catch::StartsWith("broadcast from rank 2: the root's tree (layout 0x") &&
                           Catch::Contains("at key 'action': int64 [4] there, int32 [4] here"));
 }
+
+TEST_CASE("in debug mode, recv into a tree of another layout names the first key that differs even for a layout "
+          "this rank never saw, and the pair's later transfers still arrive") {
+  std::string other_layout;
+  std::string changed_batch;
+  GroupOptions options = quick_options();
+  options.host_transport = GENERATE(HostTransport::Auto, HostTransport::Mpi);
+  options.debug_checks = true;
+  run_ranks(2, [&](const Group& group) {
+    const std::vector<LeafDef> sent = {{"obs.pixels", DType::Float32, {kB, 84}}, {"reward", DType::Float32, {kB}}};
+    const std::vector<LeafDef> held = {{"obs.pixels", DType::Float32, {kB, 64}}, {"reward", DType::Float32, {kB}}};
+    if (group.rank() == 0) {
+      make_tree(sent, {kB}, 0, 1).send(1, group);                     // a layout rank 1 never saw
+      make_tree(held, {kB}, 0, 2).send(1, group);                     // then the right one
+      make_tree(trajectory(), {kB}, 0, 3).init_remote(1, group);      // then init_remote,
+      make_tree(trajectory_of_batch(kB + 1), {kB + 1}, 0, 4).send(1, group);  // a changed batch size
+      make_tree(trajectory(), {kB}, 0, 5).send(1, group);             // and the announced layout again
+      return;
+    }
+    TensorTree into = make_tree(held, {kB}, 1, 9).consolidate();
+    try {
+      into.recv(0, group);
+    } catch (const SchemaMismatch& error) {
+      other_layout = error.what();
+    }
+    expect_tree(into, 1, 9, "the tree a failed receive left", 1, held);
+    expect(into.recv(kAnySource, group) == 0, "the next receive names its sender");
+    expect_tree(into, 0, 2, "the transfer after a mismatch", 1, held);
+
+    TensorTree announced = TensorTree::from_remote_init(0, group);
+    expect_tree(announced, 0, 3, "from_remote_init in debug mode", 1);
+    try {
+      announced.recv(0, group);
+    } catch (const SchemaMismatch& error) {
+      changed_batch = error.what();
+    }
+    announced.recv(0, group);
+    expect_tree(announced, 0, 5, "the transfer after a changed batch size", 1);
+  }, options);
+  INFO(other_layout);
+  INFO(changed_batch);
+  CHECK_THAT(other_layout, Catch::StartsWith("recv from rank 0 (tag 0): the sender's tree (layout 0x") &&
+                               Catch::Contains("at key 'obs.pixels': float32 [4, 84] there, float32 [4, 64] here"));
+  CHECK_THAT(changed_batch, Catch::Contains("at key '") && Catch::Contains("[5") &&
+                                Catch::Contains("This tree's layout came from rank 0's init_remote") &&
+                                Catch::Contains("must call init_remote again"));
+}

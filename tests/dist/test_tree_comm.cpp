@@ -880,6 +880,35 @@ TEST_CASE("recv rejects a tree of another layout but the same byte length: Schem
   }
 }
 
+TEST_CASE("in debug mode, recv into a tree of another layout names the first key that differs, whatever the "
+          "byte lengths, and the pair goes on",
+          "[tree_comm]") {
+  const Group& world = context().world();
+  const Group checked = context().new_group(world.world_ranks(), GroupOptions{.debug_checks = true});
+  if (!in_pair()) return;
+  std::vector<Variant> variants = same_length_variants();
+  variants.push_back({"length", {{{"a"}, DType::Float32, {32}}, {{"b"}, DType::Int64, {}}}});
+  for (const Variant& variant : variants) {
+    INFO("differs in " << variant.name);
+    if (world.rank() == 0) {
+      build_tree(variant.defs, kBatch, distinct(0, 62)).send(1, checked, {.tag = 62});
+      build_tree(kTarget, kBatch, distinct(0, 63)).send(1, checked, {.tag = 62});
+      continue;
+    }
+    TensorTree into = build_tree(kTarget, kBatch, distinct(1, 64), {.consolidated = true});
+    const Caught error = caught<SchemaMismatch>([&] { into.recv(0, checked, {.tag = 62}); });
+    INFO(error.message);
+    CHECK(error.thrown);
+    // This tree's (kTarget's) leaf 'a' is where each variant differs: another dtype, shape or
+    // length there, or no such key.
+    CHECK(error.message.find("at key 'a': ") != std::string::npos);
+    CHECK(error.message.find(layout_name(into)) != std::string::npos);
+    CHECK(tree_mismatch(into, kTarget, kBatch, distinct(1, 64)) == "");
+    CHECK(into.recv(0, checked, {.tag = 62}) == 0);
+    CHECK(tree_mismatch(into, kTarget, kBatch, distinct(0, 63)) == "");
+  }
+}
+
 TEST_CASE("recv rejects a tree of another byte length, shorter or longer, with SchemaMismatch, receiver unchanged",
           "[tree_comm]") {
   const Group& world = context().world();
