@@ -64,7 +64,10 @@ struct TT_API ResolvedGroupOptions {
   // one small extra round; a difference is InvalidArgument on every rank naming the ranks that
   // differ, instead of wrong values, an aborted job or a rank left waiting. Point-to-point
   // transfers carry the sender's dtype and shape, and a receiver whose tensor differs throws
-  // InvalidArgument naming both. Every rank of a group must agree on it.
+  // InvalidArgument naming both. A consolidated tree send carries its layout ahead of its data (as
+  // init_remote does), and a tree receive takes and checks that layout before the data (in its
+  // call, irecv too), so that a receiver of another layout is told the first key that differs.
+  // Every rank of a group must agree on it.
   bool debug_checks = false;
 
   // See HostTransport and CudaTransport. Every member of a group must pass the same.

@@ -349,8 +349,8 @@ class TT_API TensorTree {
 
   // ---- communication: whole trees as single messages (tree_comm.cpp; wire format in transfer.hpp) --
   // Ranks are ranks of `group`; every leaf on one device. The contracts (receivers' layouts, the
-  // buffer swap of a consolidated receiver, what must stay alive) are in the README, "Moving whole
-  // trees". A failed receive (SchemaMismatch, corrupt header, wrong length) leaves the leaves as they were.
+  // buffer a consolidated receiver takes, copies of it that keep their values, what must stay
+  // alive) are in the README, "Moving whole trees". A failed receive (SchemaMismatch, corrupt header, wrong length) leaves the leaves as they were.
   void send(int dst, const Group& group, const CommOptions& options = {}) const;
   // The tree's values must stay unchanged until the Work completes.
   [[nodiscard]] WorkPtr isend(int dst, const Group& group, const CommOptions& options = {}) const;

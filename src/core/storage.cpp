@@ -68,4 +68,10 @@ void detail::StorageAccess::swap_memory(Storage& a, Storage& b) {
   std::swap(a.shared_fd_, b.shared_fd_);
 }
 
+std::shared_ptr<Storage> detail::StorageAccess::take_memory(Storage& from) {
+  std::shared_ptr<Storage> taken(new Storage(nullptr, 0, from.device_, from.kind_, nullptr));
+  swap_memory(*taken, from);
+  return taken;
+}
+
 }  // namespace tensortree

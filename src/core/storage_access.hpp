@@ -12,6 +12,10 @@ struct StorageAccess {
   // every tensor viewing `a` then reads what `b` held. Both must be on one device (InvalidArgument).
   // A receive uses it to publish a message that arrived in a spare buffer without copying it.
   static void swap_memory(Storage& a, Storage& b);
+  // A new storage holding what `from` held (memory, size, kind and owner), leaving `from` empty (no
+  // memory, 0 bytes): how a receive gives a tree the buffer a message arrived in when the spare's
+  // pool keeps holding the spare itself.
+  static std::shared_ptr<Storage> take_memory(Storage& from);
 };
 
 }  // namespace tensortree::detail

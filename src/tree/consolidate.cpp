@@ -39,6 +39,39 @@ void ConsolidationAccess::copy_views(const TensorTree& source, TensorTree& targe
   }
 }
 
+long ConsolidationAccess::holders_in(const TensorTree& node, const Storage* storage) {
+  long holders = 0;
+  for (const TensorTree::Entry& entry : node.entries_) {
+    if (entry.node) {
+      holders += holders_in(*entry.node, storage);
+    } else if (entry.leaf.storage().get() == storage) {
+      ++holders;
+    }
+  }
+  return holders;
+}
+
+bool ConsolidationAccess::buffer_shared(const TensorTree& root) {
+  const StoragePtr& buffer = root.storage_;
+  return buffer.use_count() > 1 + holders_in(root, buffer.get());
+}
+
+void ConsolidationAccess::rebind_leaves(TensorTree& node, const StoragePtr& storage) {
+  for (TensorTree::Entry& entry : node.entries_) {
+    if (entry.node) {
+      rebind_leaves(*entry.node, storage);
+    } else {
+      Tensor& leaf = entry.leaf;
+      leaf = Tensor(storage, leaf.byte_offset(), leaf.dtype(), leaf.shape(), leaf.strides());
+    }
+  }
+}
+
+void ConsolidationAccess::rebind(TensorTree& root, StoragePtr storage) {
+  rebind_leaves(root, storage);
+  root.storage_ = std::move(storage);
+}
+
 TensorTree ConsolidationAccess::views_like(const TensorTree& source, const StoragePtr& storage,
                                            std::span<const std::uint64_t> offsets) {
   TensorTree result;

@@ -53,9 +53,18 @@ struct ConsolidationAccess {
     root.attach_consolidation(std::move(storage), std::move(schema));
   }
 
+  // Whether anything besides the consolidated `root` and its own leaves holds its buffer: a copy of
+  // the tree, a leaf or sub-tree taken out of it, a send in flight from it.
+  static bool buffer_shared(const TensorTree& root);
+  // Points every leaf of the consolidated `root` at the same bytes of `storage` (at least as large,
+  // on the same device), which becomes the tree's buffer; whoever held the old one keeps it.
+  static void rebind(TensorTree& root, StoragePtr storage);
+
  private:
   static void copy_views(const TensorTree& source, TensorTree& target, const StoragePtr& storage,
                          std::span<const std::uint64_t> offsets, std::size_t& next_leaf);
+  static long holders_in(const TensorTree& node, const Storage* storage);
+  static void rebind_leaves(TensorTree& node, const StoragePtr& storage);
   static void fill_from_schema(const Schema& schema, const NodeSpec& spec, TensorTree& target,
                                const StoragePtr& storage);
 };

@@ -15,6 +15,7 @@
 #include "core/checked_math.hpp"
 #include "core/text_format.hpp"
 #include "tree/consolidation_access.hpp"
+#include "tree/layout_difference.hpp"
 #include "comm/collective_check.hpp"
 #include "comm/dist_internal.hpp"
 #include "comm/peer_claims.hpp"
@@ -77,9 +78,10 @@ void deliver(TensorTree& tree, const Receiver& mine, const StoragePtr& payload, 
     return;
   }
   if (mine.schema->fingerprint() != schema->fingerprint()) {
-    throw SchemaMismatch(fmt::format("{}: this rank's tree has layout fingerprint {} but the root (rank {}) sent "
-                                     "layout fingerprint {}; the tree is unchanged", op, mine.schema->fingerprint(),
-                                     root, schema->fingerprint()));
+    const std::string difference = detail::difference_text(*mine.schema, *schema, "there");
+    throw SchemaMismatch(fmt::format("{} from rank {}: the root's tree (layout {:#018x}) differs from this rank's tree "
+                                     "(layout {:#018x}){}{}; the tree is unchanged", op, root, schema->fingerprint(),
+                                     mine.schema->fingerprint(), difference.empty() ? "" : " ", difference));
   }
   detail::take_payload(tree, *mine.schema, payload, 0);
 }
@@ -165,9 +167,10 @@ WorkPtr broadcast_to_receiver(TensorTree& tree, int root, const Group& group) {
                                   "{}, which has {} on this rank", root, total, sent.header.fingerprint,
                                   mine.schema->total_bytes()));
   }
-  // The announcement already vouched for the layout: a consolidated tree of it takes the bytes in place.
+  // The announcement already vouched for the layout: a consolidated tree of it takes the bytes in
+  // place, unless a copy of the tree (or anything else) holds its buffer too and must keep its values.
   const bool direct = expected && sent.header.schema_bytes == 0 && tree.is_consolidated() &&
-                      tree.storage()->device() == device;
+                      tree.storage()->device() == device && !detail::ConsolidationAccess::buffer_shared(tree);
   if (direct) {
     return collectives.broadcast(detail::storage_bytes(tree.storage(), 0, total), root);
   }
@@ -208,8 +211,13 @@ void receive_broadcast(TensorTree& tree, const Receiver& mine, const Announcemen
                                         "and this rank has not seen that layout on this group", root,
                                         sent.header.fingerprint));
     }
-    // A tree of another layout: deliver() names both.
-    if (!schema) schema = mine.schema;
+    if (!schema) {
+      if (mine.problem) std::rethrow_exception(mine.problem);
+      throw SchemaMismatch(fmt::format("broadcast from rank {}: the root's tree (layout {:#018x}) differs from this "
+                                       "rank's tree (layout {:#018x}), and this rank has not seen the root's layout; "
+                                       "the tree is unchanged", root, sent.header.fingerprint,
+                                       mine.schema->fingerprint()));
+    }
   }
   deliver(tree, mine, buffer, std::move(schema), root, "broadcast");
 }

@@ -1,4 +1,5 @@
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -6,6 +7,7 @@
 #include "core/storage_access.hpp"
 #include "core/text_format.hpp"
 #include "tree/consolidation_access.hpp"
+#include "tree/layout_difference.hpp"
 #include "tree/layout_plan.hpp"
 #include "tree_comm/tree_comm_internal.hpp"
 #include "tree_comm/wire.hpp"
@@ -57,19 +59,34 @@ Outgoing pack_for_wire(const TensorTree& tree, std::string_view op, std::size_t 
   return pack_walked_for_wire(walk_for_packing(tree, {}, op), room, group);
 }
 
-void take_payload(const TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads) {
-  if (tree.is_consolidated() && tree.schema()->fingerprint() == schema.fingerprint()) {
-    Storage& own = *tree.storage();
-    // Memory another process maps (share_memory_, a mapped file) must keep its pages: copied into.
-    const bool own_movable = own.kind() != MemoryKind::Foreign && own.kind() != MemoryKind::SharedHost;
-    if (own_movable && arrived->kind() != MemoryKind::Foreign && own.device() == arrived->device()) {
-      StorageAccess::swap_memory(own, *arrived);
-    } else {
-      copy_bytes(own.data(), own.device(), arrived->data(), arrived->device(), schema.total_bytes());
-    }
+void take_payload(TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads) {
+  if (!tree.is_consolidated() || tree.schema()->fingerprint() != schema.fingerprint()) {
+    tree.unpack_from(*arrived, schema, threads);
     return;
   }
-  tree.unpack_from(*arrived, schema, threads);
+  Storage& own = *tree.storage();
+  // Memory another process maps (share_memory_, a mapped file) must keep its pages: copied into.
+  const bool own_movable = own.kind() != MemoryKind::Foreign && own.kind() != MemoryKind::SharedHost;
+  const bool arrived_movable = arrived->kind() != MemoryKind::Foreign && own.device() == arrived->device();
+  if (own_movable && ConsolidationAccess::buffer_shared(tree)) {
+    // A copy of the tree (or a leaf or send holding its buffer) keeps the values it had: the tree
+    // takes the arrived memory in a storage of its own (the spare's pool lets go of the emptied
+    // spare), or a copy of it where that memory is a view of a larger message.
+    StoragePtr fresh;
+    if (arrived_movable) {
+      fresh = StorageAccess::take_memory(*arrived);
+    } else {
+      fresh = Storage::allocate(own.nbytes(), own.device(), own.is_pinned());
+      copy_bytes(fresh->data(), fresh->device(), arrived->data(), arrived->device(), schema.total_bytes());
+    }
+    ConsolidationAccess::rebind(tree, std::move(fresh));
+  } else if (own_movable && arrived_movable) {
+    // Held by the tree alone, the buffers change places: the spare goes back to its pool, so a
+    // steady stream of receives allocates nothing.
+    StorageAccess::swap_memory(own, *arrived);
+  } else {
+    copy_bytes(own.data(), own.device(), arrived->data(), arrived->device(), schema.total_bytes());
+  }
 }
 
 // ---- LayoutRegistry ------------------------------------------------------------------------------
@@ -91,15 +108,51 @@ void LayoutRegistry::mark_published(std::uint64_t fingerprint) {
   published_.insert(fingerprint);
 }
 
-void LayoutRegistry::remember(std::shared_ptr<const Schema> schema) {
+void LayoutRegistry::remember(std::shared_ptr<const Schema> schema, int announced_by) {
   std::lock_guard lock(mutex_);
-  known_.emplace(schema->fingerprint(), std::move(schema));
+  Known& known = known_[schema->fingerprint()];
+  if (!known.schema) known.schema = std::move(schema);
+  if (announced_by >= 0) known.announced_by = announced_by;
 }
 
 std::shared_ptr<const Schema> LayoutRegistry::find(std::uint64_t fingerprint) const {
   std::lock_guard lock(mutex_);
   const auto it = known_.find(fingerprint);
-  return it == known_.end() ? nullptr : it->second;
+  return it == known_.end() ? nullptr : it->second.schema;
+}
+
+int LayoutRegistry::announcer(std::uint64_t fingerprint) const {
+  std::lock_guard lock(mutex_);
+  const auto it = known_.find(fingerprint);
+  return it == known_.end() ? -1 : it->second.announced_by;
+}
+
+// ---- layout mismatches ----------------------------------------------------------------------------
+
+std::string layout_mismatch(const Group& group, std::string_view op, int sender, int tag, const Schema& mine,
+                            std::optional<std::uint64_t> theirs) {
+  const auto registry = LayoutRegistry::of(group);
+  std::string text = fmt::format("{} from {} (tag {}): ", op, rank_name(sender), tag);
+  if (theirs) {
+    text += fmt::format("the sender's tree (layout {:#018x}) differs from this tree (layout {:#018x})", *theirs,
+                        mine.fingerprint());
+    const std::shared_ptr<const Schema> sent = registry->find(*theirs);
+    const std::string difference = sent ? difference_text(mine, *sent, "there") : std::string();
+    text += difference.empty() ? "; this rank has not seen the sender's layout, so it cannot name the key that differs"
+                               : " " + difference;
+  } else {
+    text += fmt::format("the sender's tree is not of this tree's length ({} bytes, layout {:#018x}), so it is of "
+                        "another layout", mine.total_bytes(), mine.fingerprint());
+  }
+  text += "; this tree is unchanged. ";
+  const int announcer = registry->announcer(mine.fingerprint());
+  if (announcer >= 0 && (announcer == sender || sender < 0)) {
+    return text + fmt::format("This tree's layout came from {}'s init_remote: a sender that changed its tree's batch "
+                              "size, keys, dtypes or shapes since must call init_remote again (and this rank "
+                              "from_remote_init)", rank_name(announcer));
+  }
+  return text + "A plain send goes to a tree of the sender's layout; for a receiver that knows nothing of it, pair "
+                "init_remote on the sender with from_remote_init here";
 }
 
 }  // namespace tensortree::detail

@@ -47,6 +47,8 @@ class BufferPool {
   template <class Allocate>
   StoragePtr take(std::size_t nbytes, Device device, Allocate&& allocate) {
     std::lock_guard lock(mutex_);
+    // A spare whose memory a receive gave to a tree (StorageAccess::take_memory) is empty: let go.
+    std::erase_if(buffers_, [](const StoragePtr& b) { return b.use_count() == 1 && b->nbytes() == 0; });
     StoragePtr* best = nullptr;
     for (StoragePtr& buffer : buffers_) {
       if (buffer.use_count() != 1 || buffer->device() != device || buffer->nbytes() < nbytes) continue;

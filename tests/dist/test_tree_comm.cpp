@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -272,6 +273,13 @@ Caught caught(Call&& call) {
 
 std::uint64_t fingerprint_of(const TensorTree& tree) { return tree.consolidate().schema()->fingerprint(); }
 
+// A tree's layout as messages name it: "0x" and 16 hex digits of its fingerprint.
+std::string layout_name(const TensorTree& tree) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(fingerprint_of(tree)));
+  return text;
+}
+
 int right_of(const Group& group) { return (group.rank() + 1) % group.size(); }
 int left_of(const Group& group) { return (group.rank() + group.size() - 1) % group.size(); }
 int last_of(const Group& group) { return group.size() - 1; }
@@ -318,9 +326,12 @@ TEST_CASE("tree send/recv: a nested mixed-dtype tree reaches the right neighbour
           CHECK(tree_mismatch(into, defs, kBatch, distinct(left, 1)) == "");
           CHECK(into.keys({.include_nested = true}) == receiver_keys);
           CHECK(into.is_consolidated() == recv_consolidated);
-          // Tensors taken from the receiver before the receive view the new values.
-          CHECK(mismatch(reward_before, DType::Float32, {4}, [&](std::int64_t i) { return distinct(left, 1)(2, DType::Float32, i); }) == "");
-          CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return distinct(left, 1)(4, DType::UInt8, i); }) == "");
+          // Tensors taken from the receiver before the receive: a receiver of its own leaves is
+          // written in place, so they view the new values; a consolidated one moves to the arrived
+          // buffer and they keep the old one, with its values.
+          const LeafValue before = recv_consolidated ? distinct(group.rank(), 90) : distinct(left, 1);
+          CHECK(mismatch(reward_before, DType::Float32, {4}, [&](std::int64_t i) { return before(2, DType::Float32, i); }) == "");
+          CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return before(4, DType::UInt8, i); }) == "");
           CHECK(tree_mismatch(mine, defs, kBatch, distinct(group.rank(), 1)) == "");
         }
       }
@@ -511,7 +522,9 @@ TEST_CASE("init_remote gives a receiver that knew nothing the sender's tree, and
         const Tensor obs_before = tree.get("obs");
         CHECK(tree.recv(s, world, {.tag = 21}) == s);
         CHECK(tree_mismatch(tree, defs, kBatch, distinct(s, 30 + step)) == "");
-        CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return distinct(s, 30 + step)(0, DType::UInt8, i); }) == "");
+        // A tensor taken from the (consolidated) tree keeps what the tree held before the receive.
+        const LeafValue before = step == 0 ? distinct(s, 7) : distinct(s, 30 + step - 1);
+        CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return before(0, DType::UInt8, i); }) == "");
       }
     }
     barrier();
@@ -551,7 +564,8 @@ TEST_CASE("broadcast into empty trees gives every rank the root's tree, and late
       const Tensor reward_before = tree.get("reward");
       tree.broadcast(root, group);
       CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 10)) == "");
-      CHECK(mismatch(reward_before, DType::Float32, {4}, [&](std::int64_t i) { return distinct(root, 10)(2, DType::Float32, i); }) == "");
+      // The consolidated tree moved to the arrived buffer; the tensor taken from it kept the old one.
+      CHECK(mismatch(reward_before, DType::Float32, {4}, [&](std::int64_t i) { return distinct(root, 9)(2, DType::Float32, i); }) == "");
     }
   });
 }
@@ -581,8 +595,11 @@ TEST_CASE("broadcast writes the root's values into same-layout receivers in plac
   CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 11)) == "");
   CHECK(tree.keys({.include_nested = true}) == keys);
   CHECK(tree.is_consolidated() == was_consolidated);
-  CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return distinct(root, 11)(0, DType::UInt8, i); }) == "");
-  CHECK(mismatch(return_before, DType::Float64, {4}, [&](std::int64_t i) { return distinct(root, 11)(6, DType::Float64, i); }) == "");
+  // Tensors taken before: written in place with the tree's own leaves (and on the root, which
+  // receives nothing); a consolidated receiver moved to the arrived buffer and they kept the old one.
+  const LeafValue before = rank != root && was_consolidated ? distinct(rank, 98) : distinct(root, 11);
+  CHECK(mismatch(obs_before, DType::UInt8, {4, 3, 4, 4}, [&](std::int64_t i) { return before(0, DType::UInt8, i); }) == "");
+  CHECK(mismatch(return_before, DType::Float64, {4}, [&](std::int64_t i) { return before(6, DType::Float64, i); }) == "");
 
   // The second time: odd ranks start from an empty tree, the others keep theirs.
   if (rank == root) {
@@ -618,7 +635,9 @@ TEST_CASE("broadcast gives receivers holding an empty tree a new consolidated tr
   tree.broadcast(root, group);
   CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 14)) == "");
   if (action_before.defined()) {
-    CHECK(mismatch(action_before, DType::Int64, {4}, [&](std::int64_t i) { return distinct(root, 14)(1, DType::Int64, i); }) == "");
+    // The receivers' trees are consolidated: they moved to the arrived buffer, the tensor kept the old one.
+    const LeafValue before = rank == root ? distinct(root, 14) : distinct(root, 13);
+    CHECK(mismatch(action_before, DType::Int64, {4}, [&](std::int64_t i) { return before(1, DType::Int64, i); }) == "");
   }
   // The root's tree is not changed by its own broadcast.
   if (rank == root) CHECK(tree_mismatch(tree, defs, kBatch, distinct(root, 14)) == "");
@@ -853,11 +872,40 @@ TEST_CASE("recv rejects a tree of another layout but the same byte length: Schem
       const Caught error = caught<SchemaMismatch>([&] { into.recv(0, world, {.tag = 30}); });
       INFO(error.message);
       CHECK(error.thrown);
-      CHECK(error.message.find(std::to_string(fingerprint_of(into))) != std::string::npos);
-      CHECK(error.message.find(std::to_string(fingerprint_of(sender))) != std::string::npos);
+      CHECK(error.message.find(layout_name(into)) != std::string::npos);
+      CHECK(error.message.find(layout_name(sender)) != std::string::npos);
       CHECK(tree_mismatch(into, kTarget, kBatch, distinct(1, 41)) == "");
       CHECK(into.is_consolidated() == consolidated);
     }
+  }
+}
+
+TEST_CASE("in debug mode, recv into a tree of another layout names the first key that differs, whatever the "
+          "byte lengths, and the pair goes on",
+          "[tree_comm]") {
+  const Group& world = context().world();
+  const Group checked = context().new_group(world.world_ranks(), GroupOptions{.debug_checks = true});
+  if (!in_pair()) return;
+  std::vector<Variant> variants = same_length_variants();
+  variants.push_back({"length", {{{"a"}, DType::Float32, {32}}, {{"b"}, DType::Int64, {}}}});
+  for (const Variant& variant : variants) {
+    INFO("differs in " << variant.name);
+    if (world.rank() == 0) {
+      build_tree(variant.defs, kBatch, distinct(0, 62)).send(1, checked, {.tag = 62});
+      build_tree(kTarget, kBatch, distinct(0, 63)).send(1, checked, {.tag = 62});
+      continue;
+    }
+    TensorTree into = build_tree(kTarget, kBatch, distinct(1, 64), {.consolidated = true});
+    const Caught error = caught<SchemaMismatch>([&] { into.recv(0, checked, {.tag = 62}); });
+    INFO(error.message);
+    CHECK(error.thrown);
+    // This tree's (kTarget's) leaf 'a' is where each variant differs: another dtype, shape or
+    // length there, or no such key.
+    CHECK(error.message.find("at key 'a': ") != std::string::npos);
+    CHECK(error.message.find(layout_name(into)) != std::string::npos);
+    CHECK(tree_mismatch(into, kTarget, kBatch, distinct(1, 64)) == "");
+    CHECK(into.recv(0, checked, {.tag = 62}) == 0);
+    CHECK(tree_mismatch(into, kTarget, kBatch, distinct(0, 63)) == "");
   }
 }
 
@@ -880,6 +928,40 @@ TEST_CASE("recv rejects a tree of another byte length, shorter or longer, with S
       CHECK(unless_thrown<SchemaMismatch>([&] { into.recv(0, world, {.tag = 31}); }) == "");
       CHECK(tree_mismatch(into, kTarget, kBatch, distinct(1, 43)) == "");
     }
+  }
+}
+
+TEST_CASE("a tree copied out of a pool of irecv trees keeps every element through 100 more receives into the pool",
+          "[tree_comm]") {
+  const Group& world = context().world();
+  if (!in_pair()) return;
+  const std::vector<LeafDef> defs = rollout();
+  constexpr int kPool = 4;
+  constexpr int kKept = 4;
+  constexpr int kTrees = kKept + 100;
+  if (world.rank() == 0) {
+    const TensorTree tree = build_tree(defs, kBatch, distinct(0, 200), {.consolidated = true});
+    for (int step = 0; step < kTrees; ++step) {
+      refill(tree, defs, kBatch, distinct(0, 200 + step));
+      tree.send(1, world, {.tag = 161});
+    }
+    return;
+  }
+  std::vector<TensorTree> pool;
+  for (int slot = 0; slot < kPool; ++slot) pool.push_back(build_tree(defs, kBatch, distinct(1, 300), {.consolidated = true}));
+  std::vector<WorkPtr> posted;
+  for (TensorTree& tree : pool) posted.push_back(tree.irecv(0, world, {.tag = 161}));
+  std::vector<TensorTree> kept;
+  for (int step = 0; step < kTrees; ++step) {
+    const auto slot = static_cast<std::size_t>(step % kPool);
+    posted[slot]->wait();
+    CHECK(tree_mismatch(pool[slot], defs, kBatch, distinct(0, 200 + step)) == "");
+    if (step < kKept) kept.push_back(pool[slot]);
+    if (step + kPool < kTrees) posted[slot] = pool[slot].irecv(0, world, {.tag = 161});
+  }
+  for (int k = 0; k < kKept; ++k) {
+    INFO("the tree kept at step " << k);
+    CHECK(tree_mismatch(kept[static_cast<std::size_t>(k)], defs, kBatch, distinct(0, 200 + k)) == "");
   }
 }
 
@@ -1119,6 +1201,8 @@ TEST_CASE("broadcast into a tree of another layout is SchemaMismatch on that ran
         const Caught error = caught<SchemaMismatch>([&] { tree.broadcast(root, group); });
         INFO(error.message);
         CHECK(error.thrown);
+        // Each variant's first leaf is where it differs from kTarget (a dtype, a shape, a key, a nesting).
+        CHECK(error.message.find("at key '" + path_str(variant.defs[0].path) + "': ") != std::string::npos);
         CHECK(tree_mismatch(tree, defs, kBatch, distinct(rank, 56)) == "");
       } else {
         tree.broadcast(root, group);

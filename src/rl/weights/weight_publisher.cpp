@@ -15,12 +15,12 @@
 
 #include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
-#include "rl/weights/layout_difference.hpp"
 #include "rl/weights/publication.hpp"
 #include "rl/weights/slot_memory.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/weights.hpp"
 #include "tree/consolidation_access.hpp"
+#include "tree/layout_difference.hpp"
 
 namespace tensortree {
 
@@ -114,12 +114,15 @@ void WeightPublisher::State::create(const detail::WalkedTree& walked, std::uint6
 }
 
 void WeightPublisher::State::check_layout(const Schema& offered) const {
-  const std::string difference = rl::layout_difference(offered, *publication->schema);
-  if (!difference.empty()) {
-    throw SchemaMismatch(fmt::format("WeightPublisher::publish to {}: the tree does not fit the layout its first "
-                                     "publish fixed: {}",
-                                     path, difference));
+  const Schema& published = *publication->schema;
+  if (offered.fingerprint() == published.fingerprint()) return;
+  std::string difference = detail::difference_text(offered, published, "in the publication");
+  if (difference.empty()) {
+    difference = fmt::format("layout {:#018x} here, {:#018x} in the publication", offered.fingerprint(),
+                             published.fingerprint());
   }
+  throw SchemaMismatch(fmt::format("WeightPublisher::publish to {}: the tree does not fit the layout its first "
+                                   "publish fixed, {}", path, difference));
 }
 
 std::optional<std::uint32_t> WeightPublisher::State::try_claim() const {

@@ -139,17 +139,21 @@ TEST_CASE("publish refuses a tree of another layout, naming the difference") {
   wider[1].shape = {130};
   REQUIRE_THROWS_MATCHES(publisher.publish(make_params(2, wider)), SchemaMismatch,
                          Catch::Matchers::Predicate<SchemaMismatch>([](const SchemaMismatch& e) {
-                           return std::string(e.what()).find("'encoder.b' is float32 [130] here, float32 [129]") !=
+                           return std::string(e.what()).find(
+                                      "at key 'encoder.b': float32 [129] in the publication, float32 [130] here") !=
                                   std::string::npos;
                          }));
   std::vector<ParamDef> retyped = param_defs();
   retyped[4].dtype = DType::Int64;
-  REQUIRE_THROWS_WITH(publisher.publish(make_params(2, retyped)), Contains("'norm.scale' is int64 [301] here"));
+  REQUIRE_THROWS_WITH(publisher.publish(make_params(2, retyped)),
+                      Contains("at key 'norm.scale': int32 [301] in the publication, int64 [301] here"));
   std::vector<ParamDef> fewer(param_defs().begin(), param_defs().end() - 1);
-  REQUIRE_THROWS_WITH(publisher.publish(make_params(2, fewer)), Contains("'norm.count' of the publication is missing"));
+  REQUIRE_THROWS_WITH(publisher.publish(make_params(2, fewer)),
+                      Contains("at key 'norm.count': int16 [5, 3] in the publication, no such key here"));
   std::vector<ParamDef> more = param_defs();
   more.push_back({"extra", DType::Float32, {3}});
-  REQUIRE_THROWS_WITH(publisher.publish(make_params(2, more)), Contains("'extra' is not in the publication"));
+  REQUIRE_THROWS_WITH(publisher.publish(make_params(2, more)),
+                      Contains("at key 'extra': no such key in the publication, float32 [3] here"));
 
   REQUIRE(publisher.version() == 1);
   REQUIRE(params_mismatch(WeightSubscriber(name).latest().tree(), 1).empty());
