@@ -2,114 +2,14 @@
 // format, actor processes (channel_actor, started with fork and exec so that each has UCX to
 // itself) for failures: killed, hung, hostile, restarted. Every tree received is checked element
 // by element (channel_trees.hpp).
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <catch2/catch.hpp>
-
-#include <chrono>
-#include <optional>
-#include <string>
 #include <thread>
-#include <vector>
 
-#include "channel_trees.hpp"
-#include "tensortree/error.hpp"
-#include "tensortree/tree_channel.hpp"
+#include "channel_learner.hpp"
 
 using namespace tensortree;
-using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using namespace tensortree::test;
 
 namespace {
-
-constexpr std::int64_t kRows = 24;
-
-pid_t spawn_actor(const std::string& address, int actor, const char* mode, int count, int rows) {
-  const std::vector<std::string> args = {TT_CHANNEL_ACTOR, address, std::to_string(actor), mode,
-                                         std::to_string(count), std::to_string(rows)};
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    std::vector<char*> argv;
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-int exit_status(pid_t pid) {
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-TreeChannel accept_one(TreeListener& listener) {
-  std::optional<TreeChannel> channel = listener.accept(10s);
-  REQUIRE(channel);
-  return std::move(*channel);
-}
-
-// One channel as the learner sees it: what arrived, and how it ended.
-struct Watched {
-  TreeChannel channel;
-  std::int64_t actor;
-  std::int64_t rows;
-  std::int64_t trees = 0;
-  std::int64_t next_sequence = 0;
-  std::string ended;  // "" while open, else the error's type name
-  std::string message;
-  Clock::time_point ended_at{};
-
-  explicit Watched(TreeChannel ch, std::int64_t actor_id, std::int64_t tree_rows)
-      : channel(std::move(ch)), actor(actor_id), rows(tree_rows) {}
-
-  // Takes what arrived within `wait`; a channel that fails records how.
-  void poll(std::chrono::milliseconds wait) {
-    if (!ended.empty()) return;
-    try {
-      std::optional<TensorTree> tree = channel.try_recv(wait);
-      if (!tree) return;
-      test::TreeIdentity identity{};
-      const std::string problem = test::check_channel_tree(*tree, rows, &identity);
-      INFO(problem);
-      REQUIRE(problem.empty());
-      REQUIRE(identity.actor == actor);
-      REQUIRE(identity.sequence == next_sequence);
-      ++next_sequence;
-      ++trees;
-    } catch (const PeerLost& e) {
-      end("PeerLost", e.what());
-    } catch (const Timeout& e) {
-      end("Timeout", e.what());
-    } catch (const CorruptData& e) {
-      end("CorruptData", e.what());
-    }
-  }
-
-  void end(const char* type, const char* what) {
-    ended = type;
-    message = what;
-    ended_at = Clock::now();
-    REQUIRE_FALSE(channel.is_open());
-  }
-};
-
-// Polls every channel until `done()` or `limit` passes; false on the limit.
-template <class Done>
-bool poll_until(std::vector<Watched*> channels, Done&& done, std::chrono::milliseconds limit) {
-  const Clock::time_point until = Clock::now() + limit;
-  while (!done()) {
-    if (Clock::now() > until) return false;
-    for (Watched* watched : channels) watched->poll(2ms);
-  }
-  return true;
-}
 
 ChannelOptions short_timeout() { return {.timeout = 1500ms}; }
 
@@ -122,11 +22,11 @@ TEST_CASE("a channel carries nested host trees, every element as sent, each layo
   std::thread actor([&, address = listener.address()] {
     try {
       TreeChannel channel = TreeChannel::connect(address);
-      for (std::int64_t sequence = 0; sequence < 20; ++sequence) channel.send(test::channel_tree(3, sequence, kRows));
+      for (std::int64_t sequence = 0; sequence < 20; ++sequence) channel.send(channel_tree(3, sequence, kRows));
       // A new layout (more rows): announced once before its data.
-      for (std::int64_t sequence = 20; sequence < 23; ++sequence) channel.send(test::channel_tree(3, sequence, 2 * kRows));
+      for (std::int64_t sequence = 20; sequence < 23; ++sequence) channel.send(channel_tree(3, sequence, 2 * kRows));
       // A consolidated tree goes as it is.
-      channel.send(test::channel_tree(3, 23, 2 * kRows).consolidate());
+      channel.send(channel_tree(3, 23, 2 * kRows).consolidate());
       sent = channel.stats();
     } catch (const std::exception& e) {
       actor_error = e.what();
@@ -136,8 +36,8 @@ TEST_CASE("a channel carries nested host trees, every element as sent, each layo
   for (std::int64_t sequence = 0; sequence < 24; ++sequence) {
     const TensorTree tree = channel.recv();
     REQUIRE(tree.is_consolidated());
-    test::TreeIdentity identity{};
-    const std::string problem = test::check_channel_tree(tree, sequence < 20 ? kRows : 2 * kRows, &identity);
+    TreeIdentity identity{};
+    const std::string problem = check_channel_tree(tree, sequence < 20 ? kRows : 2 * kRows, &identity);
     INFO(problem);
     REQUIRE(problem.empty());
     CHECK(identity.actor == 3);
@@ -161,25 +61,25 @@ TEST_CASE("recv_into fills a tree of the sender's layout and refuses another lay
   std::thread actor([&, address = listener.address()] {
     try {
       TreeChannel channel = TreeChannel::connect(address);
-      channel.send(test::channel_tree(5, 0, kRows));
-      channel.send(test::channel_tree(5, 1, kRows));
-      channel.send(test::channel_tree(5, 2, kRows));
+      channel.send(channel_tree(5, 0, kRows));
+      channel.send(channel_tree(5, 1, kRows));
+      channel.send(channel_tree(5, 2, kRows));
     } catch (const std::exception& e) {
       actor_error = e.what();
     }
   });
   TreeChannel channel = accept_one(listener);
-  TensorTree plain = test::channel_tree(0, 0, kRows);  // not consolidated: unpacked into its leaves
+  TensorTree plain = channel_tree(0, 0, kRows);  // not consolidated: unpacked into its leaves
   channel.recv_into(plain);
-  CHECK(test::check_channel_tree(plain, kRows).empty());
+  CHECK(check_channel_tree(plain, kRows).empty());
   CHECK(plain.get("meta").data<std::int64_t>()[1] == 0);
-  TensorTree packed = test::channel_tree(0, 0, kRows).consolidate();
+  TensorTree packed = channel_tree(0, 0, kRows).consolidate();
   channel.recv_into(packed);
-  CHECK(test::check_channel_tree(packed, kRows).empty());
+  CHECK(check_channel_tree(packed, kRows).empty());
   CHECK(packed.get("meta").data<std::int64_t>()[1] == 1);
-  TensorTree other = test::channel_tree(0, 0, kRows + 1);
+  TensorTree other = channel_tree(0, 0, kRows + 1);
   CHECK_THROWS_AS(channel.recv_into(other), SchemaMismatch);
-  CHECK(test::check_channel_tree(other, kRows + 1).empty());
+  CHECK(check_channel_tree(other, kRows + 1).empty());
   CHECK(other.get("meta").data<std::int64_t>()[0] == 0);
   CHECK_THROWS_AS(channel.recv(), PeerLost);
   actor.join();
