@@ -49,6 +49,10 @@ struct TreeChannel::State {
   detail::BufferPool arrivals;
 
   explicit State(const ChannelOptions& opts) : options(opts) {}
+  // The link goes first: closing it progresses UCX, which must find the pools still here.
+  ~State() { link.reset(); }
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
 
   // Where a message goes, decided from its frame header and length alone: refused (CorruptData)
   // when out of sequence or larger than the bounds allow.
@@ -106,15 +110,20 @@ struct TreeChannel::State {
     ++send_sequence;
   }
 
-  void send(const TensorTree& tree) {
-    const detail::Outgoing out = detail::pack_for_wire(
-        tree, "TreeChannel::send", kWireHeaderBytes, [this](std::size_t nbytes, Device device) {
-          return outgoing.take(nbytes, device, [&] { return Storage::allocate(nbytes, device); });
-        });
-    if (!out.device.is_cpu()) {
-      throw NotSupported(fmt::format("TreeChannel::send: the tree is on {}; channels carry host trees (to(cpu) first)",
-                                     out.device));
+  // The tree's bytes with room for the wire header behind them. A tree the channel cannot carry is
+  // the caller's mistake: NotSupported, and the channel stays open.
+  detail::Outgoing pack(const TensorTree& tree) {
+    constexpr std::string_view op = "TreeChannel::send";
+    const Device device = detail::device_of(tree, op);
+    if (!device.is_cpu()) {
+      throw NotSupported(fmt::format("{}: the tree is on {}; channels carry host trees (to(cpu) first)", op, device));
     }
+    return detail::pack_for_wire(tree, device, kWireHeaderBytes, [this](std::size_t nbytes, Device on) {
+      return outgoing.take(nbytes, on, [&] { return Storage::allocate(nbytes, on); });
+    });
+  }
+
+  void send(const detail::Outgoing& out) {
     const std::uint64_t total = out.schema->total_bytes();
     if (!sent_schema || sent_fingerprint != out.schema->fingerprint()) {
       const std::vector<std::byte> encoded = out.schema->encode();
@@ -133,7 +142,11 @@ struct TreeChannel::State {
   std::optional<ArrivedTree> next_tree(Clock::time_point until) {
     for (;;) {
       const Clock::time_point silent_limit = last_heard + options.timeout;
-      std::optional<ucx::Arrival> arrival = link->receive(std::min(until, silent_limit));
+      const Clock::time_point now = Clock::now();
+      // A caller that came back after longer than the timeout first takes what arrived meanwhile:
+      // the silence it measures is the peer's, not its own.
+      const Clock::time_point wait_until = silent_limit > now ? std::min(until, silent_limit) : now + drain_time();
+      std::optional<ucx::Arrival> arrival = link->receive(wait_until);
       if (!arrival) {
         if (Clock::now() < silent_limit) return std::nullopt;
         throw Timeout(fmt::format("tree channel: {} sent nothing for {} ms (the channel's timeout)", link_peer(),
@@ -189,6 +202,10 @@ struct TreeChannel::State {
     return {schema, arrival.buffer};
   }
 
+  std::chrono::milliseconds drain_time() const {
+    return std::min<std::chrono::milliseconds>(options.timeout / 10, std::chrono::milliseconds(100));
+  }
+
   ArrivedTree wait_tree() {
     std::optional<ArrivedTree> tree = next_tree(Clock::time_point::max());
     return std::move(*tree);
@@ -209,7 +226,9 @@ TreeChannel TreeChannel::connect(const std::string& address, const ChannelOption
 }
 
 void TreeChannel::send(const TensorTree& tree) {
-  state_->guarded([&] { state_->send(tree); });
+  state_->check_open();
+  const detail::Outgoing out = state_->pack(tree);
+  state_->guarded([&] { state_->send(out); });
 }
 
 void TreeChannel::keepalive() {

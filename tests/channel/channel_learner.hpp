@@ -24,8 +24,6 @@ namespace tensortree::test {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::int64_t kRows = 24;
-
 // Runs `command` (a program and its arguments) in a child process that dies with this one.
 inline pid_t spawn(const std::vector<std::string>& command) {
   const pid_t pid = ::fork();
@@ -97,6 +95,8 @@ struct Watched {
       end("Timeout", e.what());
     } catch (const CorruptData& e) {
       end("CorruptData", e.what());
+    } catch (const SchemaMismatch& e) {
+      end("SchemaMismatch", e.what());
     }
   }
 
@@ -117,6 +117,19 @@ bool poll_until(std::vector<Watched*> channels, Done&& done, std::chrono::millis
     for (Watched* watched : channels) watched->poll(2ms);
   }
   return true;
+}
+
+// exit_status(pid), polling `channels` meanwhile: what a peer is told (a close) travels only while
+// this process progresses UCX.
+inline int exit_status_polling(pid_t pid, std::vector<Watched*> channels) {
+  int status = 0;
+  const Clock::time_point until = Clock::now() + 30s;
+  pid_t done = 0;
+  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && Clock::now() < until) {
+    for (Watched* watched : channels) watched->poll(2ms);
+  }
+  REQUIRE(done == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace tensortree::test

@@ -12,6 +12,9 @@
 
 namespace tensortree::test {
 
+// The rows of the small trees most tests send.
+inline constexpr std::int64_t kRows = 24;
+
 inline double channel_value(std::int64_t actor, std::int64_t sequence, std::int64_t index, int leaf) {
   return static_cast<double>(actor * 1000003 + sequence * 7919 + index * 31 + leaf + 1);
 }

@@ -2,6 +2,9 @@
 // format, actor processes (channel_actor, started with fork and exec so that each has UCX to
 // itself) for failures: killed, hung, hostile, restarted. Every tree received is checked element
 // by element (channel_trees.hpp).
+#include <dirent.h>
+
+#include <fstream>
 #include <thread>
 
 #include "channel_learner.hpp"
@@ -12,6 +15,22 @@ using namespace tensortree::test;
 namespace {
 
 ChannelOptions short_timeout() { return {.timeout = 1500ms}; }
+
+int open_descriptors() {
+  int count = 0;
+  DIR* dir = ::opendir("/proc/self/fd");
+  REQUIRE(dir);
+  while (::readdir(dir)) ++count;
+  ::closedir(dir);
+  return count;
+}
+
+int mappings() {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) ++count;
+  return count;
+}
 
 }  // namespace
 
@@ -86,6 +105,72 @@ TEST_CASE("recv_into fills a tree of the sender's layout and refuses another lay
   REQUIRE(actor_error.empty());
 }
 
+TEST_CASE("a channel carries trees both ways: the learner's to the actor, the actor's back") {
+  TreeListener listener = TreeListener::bind("127.0.0.1:0");
+  std::string actor_problem;
+  std::thread actor([&, address = listener.address()] {
+    try {
+      TreeChannel channel = TreeChannel::connect(address);
+      for (std::int64_t sequence = 0; sequence < 5; ++sequence) {
+        const TensorTree weights = channel.recv();
+        TreeIdentity identity{};
+        actor_problem += check_channel_tree(weights, 2 * kRows, &identity);
+        if (identity.actor != 0 || identity.sequence != sequence) actor_problem += " (wrong tree)";
+        channel.send(channel_tree(7, sequence, kRows));
+      }
+    } catch (const std::exception& e) {
+      actor_problem = e.what();
+    }
+  });
+  TreeChannel channel = accept_one(listener);
+  for (std::int64_t sequence = 0; sequence < 5; ++sequence) {
+    channel.send(channel_tree(0, sequence, 2 * kRows));
+    TreeIdentity identity{};
+    CHECK(check_channel_tree(channel.recv(), kRows, &identity).empty());
+    CHECK(identity.actor == 7);
+    CHECK(identity.sequence == sequence);
+  }
+  CHECK_THROWS_AS(channel.recv(), PeerLost);
+  actor.join();
+  CHECK(actor_problem.empty());
+  CHECK(channel.stats().schemas_sent == 1);
+  CHECK(channel.stats().schemas_received == 1);
+}
+
+TEST_CASE("keepalives hold a quiet sender's channel open, and a receiver back after the timeout takes what arrived") {
+  TreeListener listener = TreeListener::bind("127.0.0.1:0", {.timeout = 500ms});
+  std::string actor_error;
+  std::uint64_t keepalives_sent = 0;
+  std::thread actor([&, address = listener.address()] {
+    try {
+      TreeChannel channel = TreeChannel::connect(address);
+      channel.send(channel_tree(6, 0, kRows));
+      for (int i = 0; i < 6; ++i) {  // quiet for 1.2 s, longer than the receiver's timeout
+        std::this_thread::sleep_for(200ms);
+        channel.keepalive();
+      }
+      channel.send(channel_tree(6, 1, kRows));
+      keepalives_sent = channel.stats().keepalives_sent;
+    } catch (const std::exception& e) {
+      actor_error = e.what();
+    }
+  });
+  TreeChannel channel = accept_one(listener);
+  std::this_thread::sleep_for(800ms);  // away for longer than the timeout: the tree waits
+  std::optional<TensorTree> first = channel.try_recv(0ms);
+  REQUIRE(first);
+  CHECK(check_channel_tree(*first, kRows).empty());
+  const TensorTree second = channel.recv();
+  TreeIdentity identity{};
+  CHECK(check_channel_tree(second, kRows, &identity).empty());
+  CHECK(identity.sequence == 1);
+  CHECK(channel.stats().keepalives_received >= 4);
+  CHECK_THROWS_AS(channel.recv(), PeerLost);
+  actor.join();
+  REQUIRE(actor_error.empty());
+  CHECK(keepalives_sent == 6);
+}
+
 TEST_CASE("connect to an address where nothing listens fails with PeerLost or Timeout within the timeout") {
   std::string address;
   {
@@ -102,65 +187,76 @@ TEST_CASE("connect to an address where nothing listens fails with PeerLost or Ti
   CHECK(Clock::now() - start < 3s);
 }
 
-TEST_CASE("an actor SIGKILLed mid-transfer ends only its channel, within the timeout, while another keeps sending") {
+namespace {
+
+// Two streaming actors; once both channels carry trees, `signal` goes to the first. Returns how
+// its channel ended and how long after the signal, having checked that the second channel kept
+// receiving while the first ended, and after.
+struct Fault {
+  std::string ended;
+  std::string message;
+  Clock::duration noticed_after;
+};
+
+Fault signal_one_of_two(int signal, int faulty_rows) {
   TreeListener listener = TreeListener::bind("127.0.0.1:0", short_timeout());
-  const pid_t big = spawn_actor(listener.address(), 1, "stream", 0, 1 << 16);  // trees of about 3.5 MB
-  Watched killed(accept_one(listener), 1, 1 << 16);
+  const pid_t faulty = spawn_actor(listener.address(), 1, "stream", faulty_rows > kRows ? 0 : 2, faulty_rows);
+  Watched first(accept_one(listener), 1, faulty_rows);
   const pid_t steady = spawn_actor(listener.address(), 2, "stream", 2, kRows);
-  Watched other(accept_one(listener), 2, kRows);
-  REQUIRE(poll_until({&killed, &other}, [&] { return killed.trees >= 3 && other.trees >= 3; }, 10s));
-  ::kill(big, SIGKILL);
-  const Clock::time_point killed_at = Clock::now();
-  const std::int64_t other_before = other.trees;
-  REQUIRE(poll_until({&killed, &other}, [&] { return !killed.ended.empty(); }, 10s));
-  INFO(killed.message);
-  CHECK((killed.ended == "PeerLost" || killed.ended == "Timeout"));
-  CHECK(killed.ended_at - killed_at < 2500ms);
-  // The other channel carries on.
-  REQUIRE(poll_until({&other}, [&] { return other.trees >= other_before + 20; }, 10s));
-  CHECK(other.ended.empty());
+  Watched second(accept_one(listener), 2, kRows);
+  REQUIRE(poll_until({&first, &second}, [&] { return first.trees >= 3 && second.trees >= 3; }, 10s));
+  ::kill(faulty, signal);
+  const Clock::time_point signalled = Clock::now();
+  const std::int64_t second_before = second.trees;
+  REQUIRE(poll_until({&first, &second}, [&] { return !first.ended.empty(); }, 10s));
+  REQUIRE(poll_until({&second}, [&] { return second.trees >= second_before + 20; }, 10s));
+  CHECK(second.ended.empty());
+  ::kill(faulty, SIGKILL);
   ::kill(steady, SIGKILL);
-  CHECK(exit_status(big) == 128 + SIGKILL);
+  CHECK(exit_status(faulty) == 128 + SIGKILL);
   CHECK(exit_status(steady) == 128 + SIGKILL);
+  return {first.ended, first.message, first.ended_at - signalled};
+}
+
+}  // namespace
+
+TEST_CASE("an actor SIGKILLed mid-transfer ends only its channel, within the timeout, while another keeps sending") {
+  const Fault fault = signal_one_of_two(SIGKILL, 1 << 16);  // trees of about 3.5 MB
+  INFO(fault.message);
+  CHECK((fault.ended == "PeerLost" || fault.ended == "Timeout"));
+  CHECK(fault.noticed_after < 2500ms);
 }
 
 TEST_CASE("a hung actor (SIGSTOP) ends its channel with Timeout within the timeout while another keeps sending") {
-  TreeListener listener = TreeListener::bind("127.0.0.1:0", short_timeout());
-  const pid_t hung = spawn_actor(listener.address(), 1, "stream", 2, kRows);
-  Watched stopped(accept_one(listener), 1, kRows);
-  const pid_t steady = spawn_actor(listener.address(), 2, "stream", 2, kRows);
-  Watched other(accept_one(listener), 2, kRows);
-  REQUIRE(poll_until({&stopped, &other}, [&] { return stopped.trees >= 3 && other.trees >= 3; }, 10s));
-  ::kill(hung, SIGSTOP);
-  const Clock::time_point stopped_at = Clock::now();
-  const std::int64_t other_before = other.trees;
-  REQUIRE(poll_until({&stopped, &other}, [&] { return !stopped.ended.empty(); }, 10s));
-  INFO(stopped.message);
-  CHECK(stopped.ended == "Timeout");
-  CHECK(stopped.ended_at - stopped_at < 2500ms);
-  CHECK(other.trees > other_before);
-  REQUIRE(poll_until({&other}, [&] { return other.trees >= other_before + 20; }, 10s));
-  CHECK(other.ended.empty());
-  ::kill(hung, SIGKILL);
-  ::kill(steady, SIGKILL);
-  exit_status(hung);
-  exit_status(steady);
+  const Fault fault = signal_one_of_two(SIGSTOP, kRows);
+  INFO(fault.message);
+  CHECK(fault.ended == "Timeout");
+  CHECK(fault.noticed_after < 2500ms);
 }
 
-TEST_CASE("an actor sending a hostile frame header ends only its channel with CorruptData") {
-  TreeListener listener = TreeListener::bind("127.0.0.1:0", short_timeout());
-  const pid_t hostile = spawn_actor(listener.address(), 1, "garbage", 0, 0);
-  Watched garbage(accept_one(listener), 1, kRows);
+TEST_CASE("actors sending hostile messages end only their channels with a typed error, nothing allocated for them") {
+  ChannelOptions options = short_timeout();
+  options.max_tree_bytes = 1 << 20;
+  TreeListener listener = TreeListener::bind("127.0.0.1:0", options);
   const pid_t steady = spawn_actor(listener.address(), 2, "stream", 2, kRows);
   Watched other(accept_one(listener), 2, kRows);
-  REQUIRE(poll_until({&garbage, &other}, [&] { return !garbage.ended.empty() && other.trees >= 10; }, 10s));
-  INFO(garbage.message);
-  CHECK(garbage.ended == "CorruptData");
-  CHECK(garbage.trees == 0);
-  // The hostile actor saw its connection cut.
-  CHECK(exit_status(hostile) == 0);
-  const std::int64_t other_before = other.trees;
-  REQUIRE(poll_until({&other}, [&] { return other.trees >= other_before + 10; }, 10s));
+  const std::pair<const char*, const char*> cases[] = {
+      {"hostile:garbage", "CorruptData"},      {"hostile:early-data", "CorruptData"},
+      {"hostile:bad-schema", "CorruptData"},   {"hostile:out-of-order", "CorruptData"},
+      {"hostile:too-large", "CorruptData"},    {"hostile:wrong-fingerprint", "SchemaMismatch"},
+  };
+  for (const auto& [mode, expected] : cases) {
+    INFO(mode);
+    const std::int64_t other_before = other.trees;
+    const pid_t hostile = spawn_actor(listener.address(), 1, mode, 0, 0);
+    Watched garbage(accept_one(listener), 1, kRows);
+    REQUIRE(poll_until({&garbage, &other}, [&] { return !garbage.ended.empty(); }, 10s));
+    INFO(garbage.message);
+    CHECK(garbage.ended == expected);
+    CHECK(garbage.trees == 0);
+    CHECK(exit_status_polling(hostile, {&other}) == 0);  // it saw its connection cut
+    REQUIRE(poll_until({&other}, [&] { return other.trees > other_before; }, 10s));
+  }
   CHECK(other.ended.empty());
   ::kill(steady, SIGKILL);
   exit_status(steady);
@@ -183,4 +279,33 @@ TEST_CASE("an actor restarted after a kill connects again and starts with its la
   CHECK(after.channel.stats().schemas_received == 1);
   CHECK(after.channel.stats().trees_received == 30);
   CHECK(exit_status(again) == 0);
+}
+
+TEST_CASE("100 cycles of connect, send and disconnect leave the learner no more descriptors or mappings") {
+  TreeListener listener = TreeListener::bind("127.0.0.1:0");
+  const auto cycle = [&](std::int64_t sequence) {
+    std::string actor_error;
+    std::thread actor([&, address = listener.address()] {
+      try {
+        TreeChannel channel = TreeChannel::connect(address);
+        channel.send(channel_tree(8, sequence, kRows));
+      } catch (const std::exception& e) {
+        actor_error = e.what();
+      }
+    });
+    TreeChannel channel = accept_one(listener);
+    const TensorTree tree = channel.recv();
+    CHECK(check_channel_tree(tree, kRows).empty());
+    CHECK_THROWS_AS(channel.recv(), PeerLost);  // the actor closed its end
+    actor.join();
+    REQUIRE(actor_error.empty());
+  };
+  for (std::int64_t warmup = 0; warmup < 5; ++warmup) cycle(warmup);
+  const int descriptors = open_descriptors();
+  const int maps = mappings();
+  const Clock::time_point start = Clock::now();
+  for (std::int64_t sequence = 0; sequence < 100; ++sequence) cycle(sequence);
+  INFO("100 cycles took " << std::chrono::duration<double>(Clock::now() - start).count() << " s");
+  CHECK(open_descriptors() <= descriptors);
+  CHECK(mappings() <= maps + 8);  // malloc may add an arena for a new thread
 }

@@ -30,8 +30,11 @@ constexpr int kSpinsBeforeSleep = 4000;
 // The longest sleep between progress calls: a transport whose events do not wake the descriptor
 // is still progressed.
 constexpr auto kLongestSleep = std::chrono::milliseconds(5);
-// How long closing an endpoint (flushing what it sent) may take before it is abandoned.
+// How long closing an endpoint (flushing what it sent) may take before it is left to later progress.
 constexpr auto kCloseWait = std::chrono::seconds(2);
+// The same for a link this end gave up on: long enough for a live peer to be told, short enough
+// that a hung one costs the caller little.
+constexpr auto kGiveUpWait = std::chrono::milliseconds(100);
 
 // What a nonblocking request reports on completion, on the stack of the caller that waits for it:
 // a request that does not complete in time is released (ucp_request_free) before the caller
@@ -65,6 +68,9 @@ class NodeImpl final : public Node, public std::enable_shared_from_this<NodeImpl
 
   void add(ucp_ep_h ep, LinkImpl* link) { links_[ep] = link; }
   void remove(ucp_ep_h ep, LinkImpl* link);
+  // Closes `ep` (ucp_ep_close_nbx `flags`), waiting at most `wait`; a close not finished by then
+  // completes under later progress, or is released when the node goes.
+  void close(ucp_ep_h ep, unsigned flags, Clock::duration wait);
 
  private:
   struct PendingReceive {
@@ -79,6 +85,7 @@ class NodeImpl final : public Node, public std::enable_shared_from_this<NodeImpl
   static ucs_status_t on_message(void* arg, const void* header, std::size_t header_length, void* data,
                                  std::size_t length, const ucp_am_recv_param_t* param);
   static void on_received(void* request, ucs_status_t status, std::size_t length, void* user_data);
+  static void on_closed(void* request, ucs_status_t status, void* user_data);
   void finish_receive(PendingReceive* pending, ucs_status_t status);
 
   UcpContext context_;
@@ -87,6 +94,7 @@ class NodeImpl final : public Node, public std::enable_shared_from_this<NodeImpl
   std::deque<ucp_conn_request_h> requests_;
   std::unordered_map<ucp_ep_h, LinkImpl*> links_;
   std::unordered_set<PendingReceive*> pending_;
+  std::unordered_set<void*> closing_;
 };
 
 class LinkImpl final : public Link {
@@ -96,13 +104,14 @@ class LinkImpl final : public Link {
   ~LinkImpl() override { close_endpoint(); }
 
   // Creates the endpoint `params` describe, with this link's peer-failure handling.
-  void open(ucp_ep_params_t params) {
+  ucs_status_t open(ucp_ep_params_t params) {
     params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = &LinkImpl::on_error;
     params.err_handler.arg = this;
-    TT_UCX_CHECK(ucp_ep_create(node_->worker(), &params, &ep_));
-    node_->add(ep_, this);
+    const ucs_status_t status = ucp_ep_create(node_->worker(), &params, &ep_);
+    if (status == UCS_OK) node_->add(ep_, this);
+    return status;
   }
 
   // Returns once the connection is made (every lane wired up).
@@ -181,6 +190,7 @@ class LinkImpl final : public Link {
  private:
   static void on_error(void* arg, ucp_ep_h, ucs_status_t status) {
     auto* link = static_cast<LinkImpl*>(arg);
+    link->peer_gone_ = true;
     link->mark_failed(std::make_exception_ptr(
         PeerLost(fmt::format("the connection to {} broke ({})", link->peer_, ucs_status_string(status)))));
   }
@@ -219,20 +229,18 @@ class LinkImpl final : public Link {
     std::rethrow_exception(failure_);
   }
 
-  // A healthy link flushes what it sent before it closes; a failed one is closed at once.
+  // A healthy link flushes what it sent and waits for that; a link this end gave up on (garbage,
+  // silence) starts the same close, which tells the peer, and waits briefly; one whose peer is
+  // gone, or whose operation is abandoned (`force`), is released at once.
   void close_endpoint(bool force = false) {
     if (!ep_) return;
     const ucp_ep_h ep = std::exchange(ep_, nullptr);
     node_->remove(ep, this);
-    Completion completion;
-    ucp_request_param_t param = callback_param(&completion);
-    param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = force || failure_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    const ucs_status_ptr_t request = ucp_ep_close_nbx(ep, &param);
-    if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
-    // A close that a silent peer holds up is left to UCX; once released, the request calls back no more.
-    node_->progress_until([&] { return completion.done; }, Clock::now() + kCloseWait);
-    ucp_request_free(request);
+    if (force || peer_gone_) {
+      node_->close(ep, UCP_EP_CLOSE_FLAG_FORCE, Clock::duration::zero());
+    } else {
+      node_->close(ep, 0, failure_ ? Clock::duration(kGiveUpWait) : Clock::duration(kCloseWait));
+    }
   }
 
   std::shared_ptr<NodeImpl> node_;
@@ -241,6 +249,7 @@ class LinkImpl final : public Link {
   ucp_ep_h ep_ = nullptr;
   std::deque<Arrival> arrivals_;
   std::exception_ptr failure_;
+  bool peer_gone_ = false;  // UCX reported the connection broken
 };
 
 NodeImpl::NodeImpl(const std::optional<std::string>& listen_on) : worker_(context_.get()) {
@@ -257,8 +266,26 @@ NodeImpl::~NodeImpl() {
   for (ucp_conn_request_h request : requests_) ucp_listener_reject(listener_->get(), request);
   // Receives still under way belong to links already closed: their buffers stay alive until UCX
   // lets them go with the worker.
-  progress_until([&] { return pending_.empty(); }, Clock::now() + kCloseWait);
+  progress_until([&] { return pending_.empty() && closing_.empty(); }, Clock::now() + kCloseWait);
   for (PendingReceive* pending : pending_) pending->link = nullptr;
+  for (void* request : closing_) ucp_request_free(request);
+}
+
+void NodeImpl::close(ucp_ep_h ep, unsigned flags, Clock::duration wait) {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  param.cb.send = &NodeImpl::on_closed;
+  param.user_data = this;
+  param.flags = flags;
+  void* const request = ucp_ep_close_nbx(ep, &param);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
+  closing_.insert(request);
+  progress_until([&] { return !closing_.contains(request); }, Clock::now() + wait);
+}
+
+void NodeImpl::on_closed(void* request, ucs_status_t, void* user_data) {
+  static_cast<NodeImpl*>(user_data)->closing_.erase(request);
+  ucp_request_free(request);
 }
 
 std::string NodeImpl::address() const {
@@ -280,26 +307,30 @@ std::unique_ptr<Link> NodeImpl::connect(const std::string& address, Placement pl
   params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
   params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&target);
   params.sockaddr.addrlen = address_length(target);
-  link->open(params);
+  if (const ucs_status_t status = link->open(params); status != UCS_OK) {
+    throw PeerLost(fmt::format("connect: cannot reach {} ({})", address, ucs_status_string(status)));
+  }
   link->await_connected(deadline);
   return link;
 }
 
 std::unique_ptr<Link> NodeImpl::accept(Placement placement, Clock::time_point deadline) {
   if (!listener_) throw InvalidArgument("accept: this node does not listen");
-  if (!progress_until([&] { return !requests_.empty(); }, deadline)) return nullptr;
-  const ucp_conn_request_h request = requests_.front();
-  requests_.pop_front();
-  std::string peer = "a peer";
-  ucp_conn_request_attr_t attr{};
-  attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-  if (ucp_conn_request_query(request, &attr) == UCS_OK) peer = address_text(attr.client_address);
-  auto link = std::make_unique<LinkImpl>(shared_from_this(), std::move(placement), std::move(peer));
-  ucp_ep_params_t params{};
-  params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
-  params.conn_request = request;
-  link->open(params);
-  return link;
+  // A request whose endpoint cannot be made (its peer gone meanwhile) is passed over.
+  while (progress_until([&] { return !requests_.empty(); }, deadline)) {
+    const ucp_conn_request_h request = requests_.front();
+    requests_.pop_front();
+    std::string peer = "a peer";
+    ucp_conn_request_attr_t attr{};
+    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    if (ucp_conn_request_query(request, &attr) == UCS_OK) peer = address_text(attr.client_address);
+    auto link = std::make_unique<LinkImpl>(shared_from_this(), placement, std::move(peer));
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
+    params.conn_request = request;
+    if (link->open(params) == UCS_OK) return link;
+  }
+  return nullptr;
 }
 
 template <class Done>
