@@ -62,35 +62,42 @@ std::size_t payload_bytes(const TensorTree& tree) {
   return total;
 }
 
-// Runs `rounds` rounds of `count` messages: `setup_*` on each thread first, then per round
-// `send_one` `count` times and `receive_one` `count` times. The median of the receiver's round
+// Runs `rounds` rounds of `count` messages: `setup_*` on each thread first, then one message
+// (the connection is made while the receiver progresses), then per round `send_one` `count` times
+// and `receive_one` `count` times; at the end the sender closes (`close_sender`) while the
+// receiver progresses until it sees the close (`await_close`). The median of the receiver's round
 // times after the first, untimed round, per message.
-double run_rounds(int rounds, int count, const std::function<void()>& setup_sender,
-                  const std::function<void()>& setup_receiver, const std::function<void()>& send_one,
-                  const std::function<void()>& receive_one) {
+struct Sides {
+  std::function<void()> setup_sender, setup_receiver, send_one, receive_one, close_sender, await_close;
+};
+
+double run_rounds(int rounds, int count, const Sides& sides) {
+  const auto& [setup_sender, setup_receiver, send_one, receive_one, close_sender, await_close] = sides;
   std::barrier sync(2);
   std::vector<double> seconds;
-  std::string sender_error;
   std::thread sender([&] {
     try {
       setup_sender();
+      send_one();
       for (int round = 0; round <= rounds; ++round) {
         sync.arrive_and_wait();
         for (int i = 0; i < count; ++i) send_one();
       }
+      close_sender();
     } catch (const std::exception& e) {
-      sender_error = e.what();
       std::fprintf(stderr, "bench_channel: sender: %s\n", e.what());
       std::_Exit(1);
     }
   });
   setup_receiver();
+  receive_one();
   for (int round = 0; round <= rounds; ++round) {
     sync.arrive_and_wait();
     const Clock::time_point start = Clock::now();
     for (int i = 0; i < count; ++i) receive_one();
     if (round > 0) seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
+  await_close();
   sender.join();
   std::sort(seconds.begin(), seconds.end());
   return seconds[seconds.size() / 2] / count;
@@ -109,16 +116,24 @@ double raw_ucx(std::size_t bytes, const Config& config, int count) {
   const std::byte header[16] = {};
   const double seconds = run_rounds(
       config.rounds, count,
-      [&] {
-        sender_node = ucx::connecting_node();
-        sending = sender_node->connect(address, [](auto&&...) -> StoragePtr { return nullptr; }, deadline());
-      },
-      [&] { receiving = listener->accept([&](auto&&...) { return landing; }, deadline()); },
-      [&] { sending->send(header, source.data(), bytes, deadline()); },
-      [&] { check(receiving->receive(deadline()).has_value(), "a raw message did not arrive"); });
+      {.setup_sender =
+           [&] {
+             sender_node = ucx::connecting_node();
+             sending = sender_node->connect(address, [](auto&&...) -> StoragePtr { return nullptr; }, deadline());
+           },
+       .setup_receiver = [&] { receiving = listener->accept([&](auto&&...) { return landing; }, deadline()); },
+       .send_one = [&] { sending->send(header, source.data(), bytes, deadline()); },
+       .receive_one = [&] { check(receiving->receive(deadline()).has_value(), "a raw message did not arrive"); },
+       .close_sender = [&] { sending.reset(); },
+       .await_close =
+           [&] {
+             try {
+               while (receiving->receive(deadline())) {
+               }
+             } catch (const PeerLost&) {
+             }
+           }});
   check(std::memcmp(landing->data(), source.data(), bytes) == 0, "the raw buffer differs from what was sent");
-  receiving.reset();
-  sending.reset();
   return seconds;
 }
 
@@ -130,19 +145,30 @@ double channel(std::int64_t bytes, const Config& config, int count, bool into) {
   std::optional<TreeChannel> sending, receiving;
   TensorTree received = make_tree(bytes).consolidate();
   const double seconds = run_rounds(
-      config.rounds, count, [&] { sending = TreeChannel::connect(address, {.timeout = std::chrono::seconds(30)}); },
-      [&] {
-        receiving = listener.accept(std::chrono::seconds(30));
-        check(receiving.has_value(), "the channel was not accepted");
-      },
-      [&] { sending->send(sent); },
-      [&] {
-        if (into) {
-          receiving->recv_into(received);
-        } else {
-          received = receiving->recv();
-        }
-      });
+      config.rounds, count,
+      {.setup_sender = [&] { sending = TreeChannel::connect(address, {.timeout = std::chrono::seconds(30)}); },
+       .setup_receiver =
+           [&] {
+             receiving = listener.accept(std::chrono::seconds(30));
+             check(receiving.has_value(), "the channel was not accepted");
+           },
+       .send_one = [&] { sending->send(sent); },
+       .receive_one =
+           [&] {
+             if (into) {
+               receiving->recv_into(received);
+             } else {
+               received = receiving->recv();
+             }
+           },
+       .close_sender = [&] { sending->close(); },
+       .await_close =
+           [&] {
+             try {
+               while (true) (void)receiving->recv();
+             } catch (const PeerLost&) {
+             }
+           }});
   check(received.equal(sent), "the last tree received differs from the tree sent");
   check(receiving->stats().schemas_received == 1, "the layout went more than once");
   return seconds;

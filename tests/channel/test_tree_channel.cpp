@@ -4,6 +4,7 @@
 // by element (channel_trees.hpp).
 #include <dirent.h>
 
+#include <atomic>
 #include <fstream>
 #include <thread>
 
@@ -141,10 +142,12 @@ TEST_CASE("keepalives hold a quiet sender's channel open, and a receiver back af
   TreeListener listener = TreeListener::bind("127.0.0.1:0", {.timeout = 500ms});
   std::string actor_error;
   std::uint64_t keepalives_sent = 0;
+  std::atomic<bool> sent_first = false;
   std::thread actor([&, address = listener.address()] {
     try {
       TreeChannel channel = TreeChannel::connect(address);
       channel.send(channel_tree(6, 0, kRows));
+      sent_first = true;
       for (int i = 0; i < 6; ++i) {  // quiet for 1.2 s, longer than the receiver's timeout
         std::this_thread::sleep_for(200ms);
         channel.keepalive();
@@ -156,6 +159,8 @@ TEST_CASE("keepalives hold a quiet sender's channel open, and a receiver back af
     }
   });
   TreeChannel channel = accept_one(listener);
+  // UCX progresses (the connection completes, the first tree comes in) without this end taking it.
+  while (!sent_first) (void)listener.accept(1ms);
   std::this_thread::sleep_for(800ms);  // away for longer than the timeout: the tree waits
   std::optional<TensorTree> first = channel.try_recv(0ms);
   REQUIRE(first);

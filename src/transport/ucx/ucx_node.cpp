@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -62,9 +63,13 @@ class NodeImpl final : public Node, public std::enable_shared_from_this<NodeImpl
   std::unique_ptr<Link> accept(Placement placement, Clock::time_point deadline) override;
 
   ucp_worker_h worker() const { return worker_.get(); }
-  // Progresses the worker until `done()` holds (true) or `deadline` passes (false).
+  // Progresses the worker until `done()` holds (true) or `deadline` passes (false). Waiting for
+  // messages to come (`Waiting::ForPeer`) it sleeps on the worker's descriptor when nothing
+  // happens; waiting for its own operation (a send, a close) it never sleeps, since a transport
+  // that needs to write more (a full socket) does not wake the descriptor.
+  enum class Waiting { ForPeer, ForOwnOperation };
   template <class Done>
-  bool progress_until(Done&& done, Clock::time_point deadline);
+  bool progress_until(Done&& done, Clock::time_point deadline, Waiting waiting = Waiting::ForPeer);
 
   void add(ucp_ep_h ep, LinkImpl* link) { links_[ep] = link; }
   void remove(ucp_ep_h ep, LinkImpl* link);
@@ -208,7 +213,8 @@ class LinkImpl final : public Link {
   std::optional<ucs_status_t> finish(ucs_status_ptr_t request, Completion* completion, Clock::time_point deadline) {
     if (request == nullptr) return UCS_OK;
     if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
-    const bool in_time = node_->progress_until([&] { return completion->done || failure_; }, deadline);
+    const bool in_time = node_->progress_until([&] { return completion->done || failure_; }, deadline,
+                                               NodeImpl::Waiting::ForOwnOperation);
     const bool done = completion->done;
     const ucs_status_t status = completion->status;
     // Released, the request calls back no more; the endpoint is closed before it is left unfinished.
@@ -266,7 +272,8 @@ NodeImpl::~NodeImpl() {
   for (ucp_conn_request_h request : requests_) ucp_listener_reject(listener_->get(), request);
   // Receives still under way belong to links already closed: their buffers stay alive until UCX
   // lets them go with the worker.
-  progress_until([&] { return pending_.empty() && closing_.empty(); }, Clock::now() + kCloseWait);
+  progress_until([&] { return pending_.empty() && closing_.empty(); }, Clock::now() + kCloseWait,
+                 Waiting::ForOwnOperation);
   for (PendingReceive* pending : pending_) pending->link = nullptr;
   for (void* request : closing_) ucp_request_free(request);
 }
@@ -280,7 +287,7 @@ void NodeImpl::close(ucp_ep_h ep, unsigned flags, Clock::duration wait) {
   void* const request = ucp_ep_close_nbx(ep, &param);
   if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
   closing_.insert(request);
-  progress_until([&] { return !closing_.contains(request); }, Clock::now() + wait);
+  progress_until([&] { return !closing_.contains(request); }, Clock::now() + wait, Waiting::ForOwnOperation);
 }
 
 void NodeImpl::on_closed(void* request, ucs_status_t, void* user_data) {
@@ -334,7 +341,7 @@ std::unique_ptr<Link> NodeImpl::accept(Placement placement, Clock::time_point de
 }
 
 template <class Done>
-bool NodeImpl::progress_until(Done&& done, Clock::time_point deadline) {
+bool NodeImpl::progress_until(Done&& done, Clock::time_point deadline, Waiting waiting) {
   int idle = 0;
   while (!done()) {
     if (ucp_worker_progress(worker_.get()) != 0) {
@@ -347,6 +354,10 @@ bool NodeImpl::progress_until(Done&& done, Clock::time_point deadline) {
     const Clock::time_point now = Clock::now();
     if (now >= deadline) return false;
     if (++idle < kSpinsBeforeSleep) continue;
+    if (waiting == Waiting::ForOwnOperation) {
+      std::this_thread::yield();
+      continue;
+    }
     const ucs_status_t armed = ucp_worker_arm(worker_.get());
     if (armed == UCS_ERR_BUSY) continue;
     TT_UCX_CHECK(armed);
