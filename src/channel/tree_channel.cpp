@@ -203,7 +203,7 @@ struct TreeChannel::State {
   }
 
   std::chrono::milliseconds drain_time() const {
-    return std::min<std::chrono::milliseconds>(options.timeout / 10, std::chrono::milliseconds(100));
+    return std::min<std::chrono::milliseconds>(options.timeout / 4, std::chrono::seconds(1));
   }
 
   ArrivedTree wait_tree() {

@@ -6,10 +6,13 @@
 
 #include <atomic>
 #include <fstream>
+#include <filesystem>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "channel_learner.hpp"
+#include "tensortree/replay_buffer.hpp"
 
 using namespace tensortree;
 using namespace tensortree::test;
@@ -165,6 +168,7 @@ TEST_CASE("keepalives hold a quiet sender's channel open, and a receiver back af
   TreeChannel channel = accept_one(listener);
   // UCX progresses (the connection completes, the first tree comes in) without this end taking it.
   while (!sent_first) (void)listener.accept(1ms);
+  (void)listener.accept(100ms);
   std::this_thread::sleep_for(1000ms);  // away for longer than the timeout: the tree waits
   std::optional<TensorTree> first = channel.try_recv(0ms);
   REQUIRE(first);
@@ -312,4 +316,48 @@ TEST_CASE("100 cycles of connect, send and disconnect leave the learner no more 
 #else
   CHECK(mappings() <= maps + 8);  // malloc may add an arena for a new thread
 #endif
+}
+
+TEST_CASE("trees from actor processes go into the learner's replay buffer, every sampled row whole") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tt-channel-replay-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  {
+    ReplayBuffer replay = ReplayBuffer::create(dir, {.capacity = 4096});
+    TreeListener listener = TreeListener::bind("127.0.0.1:0", short_timeout());
+    const pid_t first = spawn_actor(listener.address(), 1, "send", 40, kRows);
+    const pid_t second = spawn_actor(listener.address(), 2, "send", 40, kRows);
+    std::vector<TreeChannel> channels;
+    channels.push_back(accept_one(listener));
+    channels.push_back(accept_one(listener));
+    std::int64_t trees = 0;
+    std::vector<bool> open(channels.size(), true);
+    const Clock::time_point until = Clock::now() + 20s;
+    while ((open[0] || open[1]) && Clock::now() < until) {
+      for (std::size_t c = 0; c < channels.size(); ++c) {
+        if (!open[c]) continue;
+        try {
+          if (std::optional<TensorTree> tree = channels[c].try_recv(2ms)) {
+            replay.extend(*tree);
+            ++trees;
+          }
+        } catch (const PeerLost&) {
+          open[c] = false;  // the actor sent its trees and closed
+        }
+      }
+    }
+    CHECK(trees == 80);
+    CHECK(exit_status(first) == 0);
+    CHECK(exit_status(second) == 0);
+    const ReplaySample sample = replay.sample(512);
+    std::set<std::int64_t> actors;
+    for (std::int64_t i = 0; i < 512; ++i) {
+      const std::string problem = check_channel_row(sample.batch, i);
+      INFO(problem);
+      REQUIRE(problem.empty());
+      actors.insert(sample.batch.get("meta").select(0, i).data<std::int64_t>()[0]);
+    }
+    CHECK(actors == std::set<std::int64_t>{1, 2});
+  }
+  std::filesystem::remove_all(dir);
 }
