@@ -6,7 +6,7 @@ readonly CUDA_HOME_DIR=/usr/local/cuda
 # What build/ and the main job need (cmake finds some of the dependencies for Meson).
 readonly MAIN_PACKAGES=(
   meson ninja-build pkg-config g++ catch2 libboost-serialization-dev libopenmpi-dev openmpi-bin
-  libxxhash-dev libdlpack-dev libtbb-dev nlohmann-json3-dev libcli11-dev libfmt-dev cmake
+  libxxhash-dev libdlpack-dev libtbb-dev nlohmann-json3-dev libcli11-dev libfmt-dev cmake libucx-dev
 )
 # What only the whole suite needs: libtorch for the bridge's tests and example (hundreds of
 # packages, which the main job never uses).

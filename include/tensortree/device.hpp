@@ -47,7 +47,7 @@ TT_API int cuda_device_count();
 // device. NotSupported when no CUDA device is usable; InvalidArgument for an index that does not exist.
 TT_API Device resolve_device(Device device);
 
-// What this build of the library includes ("cuda=yes nccl=yes mpi=yes").
+// What this build of the library includes ("cuda=yes nccl=yes mpi=yes ucx=yes").
 TT_API std::string build_features();
 
 }  // namespace tensortree

@@ -43,6 +43,13 @@ class TT_API Timeout : public Error {
   using Error::Error;
 };
 
+// The peer of a connection went away: it died, closed its end, or the connection broke. Only the
+// connection it served is over (a tree channel); the caller and its other connections carry on.
+class TT_API PeerLost : public Error {
+ public:
+  using Error::Error;
+};
+
 // The operation exists but not for this backend, device or dtype, or the library was built without it.
 class TT_API NotSupported : public Error {
  public:

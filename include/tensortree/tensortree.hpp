@@ -27,3 +27,4 @@
 #include "tensortree/replay_buffer.hpp"
 #include "tensortree/weights.hpp"
 #include "tensortree/policy_version.hpp"
+#include "tensortree/tree_channel.hpp"

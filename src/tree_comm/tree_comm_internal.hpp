@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -44,6 +45,11 @@ Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room, 
 // The same on the leaves' device, found by the walk that packs them (one walk per send);
 // NotSupported naming `op` when the leaves are on more than one device.
 Outgoing pack_for_wire(const TensorTree& tree, std::string_view op, std::size_t room, const Group& group);
+// Both for a sender outside a group (a tree channel): `spare(nbytes, device)` gives the buffer a
+// tree without its own fitting buffer is packed into.
+using SpareBuffer = std::function<StoragePtr(std::size_t nbytes, Device device)>;
+Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room, const SpareBuffer& spare);
+Outgoing pack_for_wire(const TensorTree& tree, std::string_view op, std::size_t room, const SpareBuffer& spare);
 
 // Moves a checked payload (bytes [0, schema.total_bytes()) of `arrived`) into `tree`, whose layout
 // is `schema`: when both buffers are the library's, without a copy, by exchanging them where the

@@ -29,10 +29,25 @@ Device device_of(const TensorTree& tree, std::string_view op) {
 
 namespace {
 
-Outgoing pack_walked_for_wire(const WalkedTree& walked, std::size_t room, const Group& group) {
-  const StoragePtr spare = outgoing_buffer(group, walked.plan->schema->total_bytes() + room, walked.target);
-  PackedTree packed = pack_walked(walked, {.device = walked.target, .reuse = spare});
+Outgoing pack_walked_for_wire(const WalkedTree& walked, std::size_t room, const SpareBuffer& spare) {
+  const StoragePtr reuse = spare(walked.plan->schema->total_bytes() + room, walked.target);
+  PackedTree packed = pack_walked(walked, {.device = walked.target, .reuse = reuse});
   return {std::move(packed.storage), packed.plan->schema, walked.target};
+}
+
+SpareBuffer outgoing_of(const Group& group) {
+  return [&group](std::size_t nbytes, Device device) { return outgoing_buffer(group, nbytes, device); };
+}
+
+// The tree's own consolidated buffer when it lies on `device` with `room` bytes behind its payload.
+std::optional<Outgoing> own_buffer(const TensorTree& tree, Device device, std::size_t room) {
+  if (!tree.is_consolidated()) return std::nullopt;
+  const StoragePtr& own = tree.storage();
+  if (own->kind() == MemoryKind::Foreign || own->device() != device ||
+      own->nbytes() < tree.schema()->total_bytes() + room) {
+    return std::nullopt;
+  }
+  return Outgoing{own, tree.schema(), device};
 }
 
 }  // namespace
@@ -42,21 +57,23 @@ TreeLayout layout_of(const TensorTree& tree, Device device) {
   return {layout_plan_for(tree, walk_tree(tree), device.type())->schema, nullptr};
 }
 
+Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room, const SpareBuffer& spare) {
+  if (std::optional<Outgoing> own = own_buffer(tree, device, room)) return *own;
+  return pack_walked_for_wire(walk_for_packing(tree, {.device = device}, "send"), room, spare);
+}
+
 Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room, const Group& group) {
-  if (tree.is_consolidated()) {
-    const StoragePtr& own = tree.storage();
-    if (own->kind() != MemoryKind::Foreign && own->device() == device &&
-        own->nbytes() >= tree.schema()->total_bytes() + room) {
-      return {own, tree.schema(), device};
-    }
-  }
-  return pack_walked_for_wire(walk_for_packing(tree, {.device = device}, "send"), room, group);
+  return pack_for_wire(tree, device, room, outgoing_of(group));
+}
+
+Outgoing pack_for_wire(const TensorTree& tree, std::string_view op, std::size_t room, const SpareBuffer& spare) {
+  if (tree.is_consolidated()) return pack_for_wire(tree, tree.storage()->device(), room, spare);
+  // One walk finds the leaves' device and the layout and then packs.
+  return pack_walked_for_wire(walk_for_packing(tree, {}, op), room, spare);
 }
 
 Outgoing pack_for_wire(const TensorTree& tree, std::string_view op, std::size_t room, const Group& group) {
-  if (tree.is_consolidated()) return pack_for_wire(tree, tree.storage()->device(), room, group);
-  // One walk finds the leaves' device and the layout and then packs.
-  return pack_walked_for_wire(walk_for_packing(tree, {}, op), room, group);
+  return pack_for_wire(tree, op, room, outgoing_of(group));
 }
 
 void take_payload(TensorTree& tree, const Schema& schema, const StoragePtr& arrived, int threads) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -11,6 +10,7 @@
 #include <xxhash.h>
 
 #include "comm/group_state.hpp"
+#include "core/buffer_pool.hpp"
 #include "core/cuda_api.hpp"
 #include "core/text_format.hpp"
 #include "tensortree/error.hpp"
@@ -37,44 +37,10 @@ constexpr std::size_t kChecked = 32;
 
 using Bytes = std::array<std::byte, kWireHeaderBytes>;
 
-// The spare buffers: few, because each is as large as a whole tree; a free one (only the pool
-// holds it) is handed out again, the least recently added is let go when the pool is full.
-// Buffers reused across transfers; `Purpose` keeps the pool of outgoing buffers (in the memory the
-// group's transport sends from fastest) apart from the pool that messages arrive in.
-template <class Purpose>
-class BufferPool {
- public:
-  template <class Allocate>
-  StoragePtr take(std::size_t nbytes, Device device, Allocate&& allocate) {
-    std::lock_guard lock(mutex_);
-    // A spare whose memory a receive gave to a tree (StorageAccess::take_memory) is empty: let go.
-    std::erase_if(buffers_, [](const StoragePtr& b) { return b.use_count() == 1 && b->nbytes() == 0; });
-    StoragePtr* best = nullptr;
-    for (StoragePtr& buffer : buffers_) {
-      if (buffer.use_count() != 1 || buffer->device() != device || buffer->nbytes() < nbytes) continue;
-      if (!best || buffer->nbytes() < (*best)->nbytes()) best = &buffer;
-    }
-    if (best) return *best;
-    StoragePtr fresh = allocate();
-    if (buffers_.size() == kCapacity) evict_one();
-    buffers_.push_back(fresh);
-    return fresh;
-  }
-
- private:
-  static constexpr std::size_t kCapacity = 16;
-
-  void evict_one() {
-    const auto free = std::find_if(buffers_.begin(), buffers_.end(), [](const StoragePtr& b) { return b.use_count() == 1; });
-    buffers_.erase(free != buffers_.end() ? free : buffers_.begin());
-  }
-
-  std::mutex mutex_;
-  std::vector<StoragePtr> buffers_;
-};
-
-struct ForArrivals;
-struct ForSending;
+// Attachments of a group: the pool that messages arrive in, and the pool of outgoing buffers (in
+// the memory the group's transport sends from fastest).
+struct ForArrivals : BufferPool {};
+struct ForSending : BufferPool {};
 
 }  // namespace
 
@@ -109,7 +75,7 @@ WireHeader read_wire_header(const std::byte* at, Device device, int sender, cons
 std::string rank_name(int rank) { return rank >= 0 ? fmt::format("rank {}", rank) : "an unknown rank"; }
 
 StoragePtr spare_buffer(const Group& group, std::size_t nbytes, Device device) {
-  return GroupAccess::require(group).attachment<BufferPool<ForArrivals>>().take(
+  return GroupAccess::require(group).attachment<ForArrivals>().take(
       nbytes, device, [&] { return Storage::allocate(nbytes, device); });
 }
 
@@ -118,7 +84,7 @@ StoragePtr spare_buffer(const Group& group, std::size_t nbytes, Device device) {
 // any memory.
 StoragePtr outgoing_buffer(const Group& group, std::size_t nbytes, Device device) {
   GroupState& state = GroupAccess::require(group);
-  return state.attachment<BufferPool<ForSending>>().take(
+  return state.attachment<ForSending>().take(
       nbytes, device, [&] { return state.any_source(device).allocate_message_buffer(nbytes, device); });
 }
 

@@ -1,0 +1,114 @@
+// Tree channels: whole TensorTrees between processes that come and go, over UCX (shared memory,
+// TCP or RDMA, whichever UCX picks). A learner binds a TreeListener and accepts channels at any
+// time; an actor reaches it with TreeChannel::connect(address). Each channel is its own failure
+// domain: a peer that dies, hangs or sends garbage ends that channel with a typed error (PeerLost,
+// Timeout, CorruptData or SchemaMismatch) within its timeout, and nothing else.
+//
+// Wire: every message is a UCX active message with a 16-byte frame header (magic "TTCF", version,
+// kind, sequence number; integers little-endian) and one payload. The first tree of a layout is
+// preceded by a schema frame (Schema::encode(), as init_remote sends it); a data frame carries the
+// consolidated buffer followed by the 64-byte wire header of transfer.hpp, exactly the message
+// TensorTree::send moves. A layout is sent again after a reconnect or when the sender's changes.
+// A listener and the channels it accepted are driven by one thread; a connected channel by one.
+// Host trees only (NotSupported for CUDA leaves; move them with to(Device::cpu())).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tensortree/export.hpp"
+#include "tensortree/tree.hpp"
+
+namespace tensortree {
+
+struct ChannelOptions {
+  // The longest any call waits on the peer: a connect that is not accepted, a send the peer does
+  // not take, and the silence of a peer (no tree and no keepalive) that a receiver tolerates.
+  // Past it the channel ends with Timeout.
+  std::chrono::milliseconds timeout{5000};
+  // The largest tree (consolidated bytes) and encoded schema a peer may announce: larger is
+  // CorruptData, refused before anything is allocated.
+  std::uint64_t max_tree_bytes = std::uint64_t{1} << 34;
+  std::uint64_t max_schema_bytes = std::uint64_t{1} << 24;
+};
+
+// What a channel moved, counted per message.
+struct ChannelStats {
+  std::uint64_t schemas_sent = 0;
+  std::uint64_t trees_sent = 0;
+  std::uint64_t keepalives_sent = 0;
+  std::uint64_t schemas_received = 0;
+  std::uint64_t trees_received = 0;
+  std::uint64_t keepalives_received = 0;
+};
+
+class TT_API TreeChannel {
+ public:
+  // A channel to the listener at `address` ("host:port", as TreeListener::address() gives it),
+  // once the listener has accepted it. PeerLost when nothing listens there; Timeout when the
+  // listener does not accept within options.timeout.
+  static TreeChannel connect(const std::string& address, const ChannelOptions& options = {});
+
+  TreeChannel(TreeChannel&&) noexcept;
+  TreeChannel& operator=(TreeChannel&&) noexcept;
+  ~TreeChannel();
+
+  // Sends the tree as one message (its layout first, once). The tree may be changed again when
+  // send returns.
+  void send(const TensorTree& tree);
+  // Tells the peer this end is alive, for a sender that sends no tree for longer than the
+  // receiver's timeout.
+  void keepalive();
+
+  // The next tree, as a consolidated tree whose buffer comes from the channel's pool (reused once
+  // the caller lets go of the tree). Timeout, which ends the channel, when the peer has sent
+  // nothing for options.timeout.
+  TensorTree recv();
+  // recv() that waits at most `wait` for a tree: nullopt when none arrived (the channel stays
+  // open unless the peer has been silent for longer than options.timeout).
+  std::optional<TensorTree> try_recv(std::chrono::milliseconds wait);
+  // recv() into a tree of the sender's layout (SchemaMismatch otherwise, the tree unchanged and the
+  // channel open).
+  void recv_into(TensorTree& tree);
+
+  // False once the channel has failed or been closed; its calls then throw why.
+  bool is_open() const;
+  // Flushes what was sent and closes; the peer's calls then throw PeerLost.
+  void close();
+  // "host:port" of the other end.
+  const std::string& peer() const;
+  ChannelStats stats() const;
+
+  struct State;
+
+ private:
+  explicit TreeChannel(std::unique_ptr<State> state);
+  friend class TreeListener;
+  std::unique_ptr<State> state_;
+};
+
+class TT_API TreeListener {
+ public:
+  // Listens on `address`: "host:port", "0.0.0.0:port" (every interface) or ":0" (a free port).
+  // The channels it accepts use `options`.
+  static TreeListener bind(const std::string& address, const ChannelOptions& options = {});
+
+  TreeListener(TreeListener&&) noexcept;
+  TreeListener& operator=(TreeListener&&) noexcept;
+  ~TreeListener();
+
+  // What actors pass to TreeChannel::connect.
+  std::string address() const;
+  // The next channel an actor opened, waiting at most `wait` for one; nullopt when none came.
+  std::optional<TreeChannel> accept(std::chrono::milliseconds wait = std::chrono::milliseconds{0});
+
+ private:
+  struct State;
+  explicit TreeListener(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tensortree
