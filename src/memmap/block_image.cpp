@@ -1,15 +1,11 @@
 #include "memmap/block_image.hpp"
 
-#include <unistd.h>
-
 #include <oneapi/tbb/parallel_for.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "core/checked_math.hpp"
-#include "core/text_format.hpp"
 #include "memmap/memmap_fs.hpp"
 #include "tensortree/error.hpp"
 
@@ -48,18 +44,8 @@ void BlockImage::read_piece(const Piece& piece, std::size_t from, std::span<std:
     return;
   }
   const OpenedFile file = open_file_(piece.file_index);
-  std::size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t got = ::pread(file.fd.get(), out.data() + done, out.size() - done, static_cast<off_t>(from + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) TT_OS_ERROR("pread", file.path);
-    // The file was checked to hold the whole leaf when it was opened: it shrank since.
-    if (got == 0) {
-      throw CorruptData(fmt::format("load: '{}' ended at byte {} of {} while it was read", file.path.string(),
-                                    from + done, piece.bytes));
-    }
-    done += static_cast<std::size_t>(got);
-  }
+  // The file was checked to hold the whole leaf when it was opened: one that ends early shrank since.
+  read_all(file.fd.get(), out.data(), out.size(), file.path, from);
 }
 
 void BlockImage::read(std::size_t offset, std::span<std::byte> out) const {

@@ -164,17 +164,17 @@ void write_all_at(int fd, const void* data, std::size_t n, std::uint64_t offset,
   }
 }
 
-void read_all(int fd, void* data, std::size_t n, const std::filesystem::path& path) {
+void read_all(int fd, void* data, std::size_t n, const std::filesystem::path& path, std::uint64_t offset) {
   auto* bytes = static_cast<char*>(data);
   std::size_t done = 0;
   while (done < n) {
-    const ssize_t got = ::pread(fd, bytes + done, n - done, static_cast<off_t>(done));
+    const ssize_t got = ::pread(fd, bytes + done, n - done, static_cast<off_t>(offset + done));
     if (got < 0) {
       if (errno == EINTR) continue;
       TT_OS_ERROR("read", path);
     }
     if (got == 0) {
-      throw CorruptData(fmt::format("'{}' ended after {} bytes, expected {}", path.string(), done, n));
+      throw CorruptData(fmt::format("'{}' ended at byte {} of {}", path.string(), offset + done, offset + n));
     }
     done += static_cast<std::size_t>(got);
   }

@@ -64,7 +64,8 @@ void fsync_all(const std::vector<std::filesystem::path>& paths);
 void remove_tree(const std::filesystem::path& dir) noexcept;
 // Writes all of [data, data + n) at `offset`, retrying short writes and EINTR.
 void write_all_at(int fd, const void* data, std::size_t n, std::uint64_t offset, const std::filesystem::path& path);
-// Reads all of [data, data + n) from the start of the file.
-void read_all(int fd, void* data, std::size_t n, const std::filesystem::path& path);
+// Reads n bytes from `offset` of the file into [data, data + n), retrying short reads and EINTR;
+// CorruptData naming the file when it ends first.
+void read_all(int fd, void* data, std::size_t n, const std::filesystem::path& path, std::uint64_t offset = 0);
 
 }  // namespace tensortree::detail
