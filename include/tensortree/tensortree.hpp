@@ -28,3 +28,4 @@
 #include "tensortree/weights.hpp"
 #include "tensortree/policy_version.hpp"
 #include "tensortree/tree_channel.hpp"
+#include "tensortree/channel_weights.hpp"

@@ -59,6 +59,16 @@ class TT_API TreeChannel {
   // Sends the tree as one message (its layout first, once). The tree may be changed again when
   // send returns.
   void send(const TensorTree& tree);
+  // Sends `tree` without waiting for the peer: packs it (the layout first, once) and returns at
+  // once; the bytes go out as this channel's calls progress (any call, or flush()). One posted tree
+  // is on its way at a time; one posted meanwhile waits in a single slot, where a newer post
+  // replaces it unsent: a slow peer is sent the newest tree, never a queue, and the sender never
+  // waits for it. A posted tree the peer does not take within the timeout ends the channel
+  // (Timeout). send() and keepalive() first finish what was posted.
+  void post(const TensorTree& tree);
+  // Progresses what was posted, waiting at most `wait` for all of it to go: true when nothing is
+  // left to send.
+  bool flush(std::chrono::milliseconds wait = std::chrono::milliseconds{0});
   // Tells the peer this end is alive, for a sender that sends no tree for longer than the
   // receiver's timeout.
   void keepalive();
@@ -87,6 +97,7 @@ class TT_API TreeChannel {
  private:
   explicit TreeChannel(std::unique_ptr<State> state);
   friend class TreeListener;
+  friend class ChannelWeightPublisher;  // posts one packed version to every channel
   std::unique_ptr<State> state_;
 };
 
