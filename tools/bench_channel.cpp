@@ -1,7 +1,8 @@
 // Tree channels against raw UCX moving one buffer of the same bytes, and against TensorTree's MPI
 // send, in one run: a 64 MiB tree, and 1000 trees of 256 bytes, each in two placements:
 //
-//   localhost    the sender a process on this host, UCX choosing its transport (shared memory)
+//   localhost    the sender a process on this host, UCX choosing its transport: UCX 1.13 carries
+//                these links over TCP on loopback (with UCX_TLS=shm,self they do not connect)
 //   namespaces   the sender in a network namespace joined to this one by a veth pair, UCX held to
 //                TCP over it on both ends (UCX_TLS=tcp, UCX_NET_DEVICES), as between two hosts;
 //                skipped, with a message, where namespaces cannot be made (it needs root)
@@ -25,12 +26,19 @@
 // received into zeros. vs_raw and vs_mpi are speeds: the other column's time over the channel's
 // (1 = as fast; the goal is channel >= 0.9x raw). Exits non-zero on a wrong value or a failed side.
 //
+// --columns runs only some columns (one alone, to profile it: perf record --no-inherit profiles the
+// receiver; the senders are processes of their own).
+//
 //   bench_channel                                  both placements, the trees (as root)
 //   bench_channel --placements localhost --mib 2 --count 50 --rounds 2 --csv     (CI)
+//   perf record -g --no-inherit bench_channel --placements localhost --columns channel --mib 1 --count 20000
+//
+// Build both programs: ninja -C build tools/bench_channel tools/bench_channel_mpi.
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -55,6 +63,7 @@ struct Config {
   int count = 1000;
   int rounds = 7;
   std::vector<std::string> placements{"localhost", "namespaces"};
+  std::vector<std::string> columns{"raw", "channel", "into", "mpi"};
 };
 
 // One case: `count` trees of about `bytes` per round.
@@ -131,21 +140,34 @@ double channel_column(const Placement& where, Case c, const Config& config, bool
   return seconds;
 }
 
-void add_row(Table& table, const Placement& where, Case c, double raw, double recv, double into,
-             std::optional<double> mpi) {
-  const auto us = [](double seconds) { return fixed(seconds * 1e6, 2); };
-  table.add({where.name(), std::to_string(payload_bytes(make_channel_tree(c.bytes))), std::to_string(c.count), us(raw),
-             us(recv), us(into), mpi ? us(*mpi) : "-", fixed(raw / recv, 2), fixed(raw / into, 2),
-             mpi ? fixed(*mpi / recv, 2) : "-", mpi ? fixed(*mpi / into, 2) : "-"});
+// The four columns' seconds per message; nullopt for a column not run.
+struct Times {
+  std::optional<double> raw, recv, into, mpi;
+};
+
+void add_row(Table& table, const Placement& where, Case c, const Times& t) {
+  const auto us = [](std::optional<double> seconds) { return seconds ? fixed(*seconds * 1e6, 2) : "-"; };
+  // The speed of `mine` relative to `other`'s: other's time over mine.
+  const auto speed = [](std::optional<double> mine, std::optional<double> other) {
+    return mine && other ? fixed(*other / *mine, 2) : "-";
+  };
+  table.add({where.name(), std::to_string(payload_bytes(make_channel_tree(c.bytes))), std::to_string(c.count),
+             us(t.raw), us(t.recv), us(t.into), us(t.mpi), speed(t.recv, t.raw), speed(t.into, t.raw),
+             speed(t.recv, t.mpi), speed(t.into, t.mpi)});
+}
+
+bool wanted(const Config& config, const char* column) {
+  return std::find(config.columns.begin(), config.columns.end(), column) != config.columns.end();
 }
 
 void run_placement(const Placement& where, const Config& config, Table& table) {
   for (const Case c : {Case{config.mib << 20, 1}, Case{config.small_bytes, config.count}}) {
-    const double raw = raw_column(where, c, config);
-    const double recv = channel_column(where, c, config, false);
-    const double into = channel_column(where, c, config, true);
-    const std::optional<double> mpi = where.mpi_seconds_per_message(c.bytes, c.count, config.rounds);
-    add_row(table, where, c, raw, recv, into, mpi);
+    Times t;
+    if (wanted(config, "raw")) t.raw = raw_column(where, c, config);
+    if (wanted(config, "channel")) t.recv = channel_column(where, c, config, false);
+    if (wanted(config, "into")) t.into = channel_column(where, c, config, true);
+    if (wanted(config, "mpi")) t.mpi = where.mpi_seconds_per_message(c.bytes, c.count, config.rounds);
+    add_row(table, where, c, t);
   }
 }
 
@@ -199,6 +221,9 @@ int main(int argc, char** argv) {
   app.add_option("--placements", config.placements, "localhost, namespaces")
       ->delimiter(',')
       ->check(CLI::IsMember({"localhost", "namespaces"}));
+  app.add_option("--columns", config.columns, "raw, channel, into, mpi (one alone, to profile it)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"raw", "channel", "into", "mpi"}));
   app.add_flag("--csv", csv, "print CSV instead of a table");
   app.add_option("--send", send_kind, "(the sender process) raw or channel")->check(CLI::IsMember({"raw", "channel"}));
   app.add_option("--to", send_to, "(the sender process) the receiver's address");
