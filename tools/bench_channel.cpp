@@ -36,8 +36,6 @@
 // Build both programs: ninja -C build tools/bench_channel tools/bench_channel_mpi.
 #include <CLI/CLI.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -195,7 +193,7 @@ int drive(const Config& config, bool csv) {
 }
 
 // The sender's role (--send): see bench_channel_sender.hpp.
-int send(const std::string& kind, const std::string& address, std::int64_t tree_bytes, int count) {
+int run_sender(const std::string& kind, const std::string& address, std::int64_t tree_bytes, int count) {
   try {
     kind == "raw" ? send_raw(address, tree_bytes, count) : send_channel(address, tree_bytes, count);
     return 0;
@@ -229,6 +227,6 @@ int main(int argc, char** argv) {
   app.add_option("--to", send_to, "(the sender process) the receiver's address");
   app.add_option("--tree-bytes", tree_bytes, "(the sender process) bytes of the tree");
   CLI11_PARSE(app, argc, argv);
-  if (!send_kind.empty()) return send(send_kind, send_to, tree_bytes, config.count);
+  if (!send_kind.empty()) return run_sender(send_kind, send_to, tree_bytes, config.count);
   return drive(config, csv);
 }

@@ -23,6 +23,8 @@
 
 namespace tensortree::bench {
 
+using tools::OtherNode;
+
 // Sets environment variables for as long as it lives, then puts back what was there.
 class ScopedEnv {
  public:

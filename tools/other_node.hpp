@@ -1,7 +1,7 @@
-// Another "node" on this machine for the benchmarks: a network namespace joined to this one by a
-// veth pair (10.214.K.1 here, 10.214.K.2 there), so that traffic between the two crosses a network
-// device as between hosts. Made by `ip` (root, or CAP_NET_ADMIN); removed with everything in it
-// when the object goes. tests/channel/test_tree_channel_netns.cpp makes its nodes the same way.
+// Another "node" on this machine: a network namespace joined to this one by a veth pair (10.213.K.1
+// here, 10.213.K.2 there), so that traffic between the two crosses a network device as between
+// hosts. Made by `ip` (root); removed with everything in it when the object goes. Used by
+// bench_channel and by tests/channel/test_tree_channel_netns.cpp.
 #pragma once
 
 #include <unistd.h>
@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-namespace tensortree::bench {
+namespace tensortree::tools {
 
 class OtherNode {
  public:
@@ -59,15 +59,15 @@ class OtherNode {
 
  private:
   explicit OtherNode(int id)
-      : name_(fmt::format("tt_bench_{}", id)),
-        here_device_(fmt::format("ttb{}a", id)),
-        there_device_(fmt::format("ttb{}b", id)),
-        here_ip_(fmt::format("10.214.{}.1", 1 + id % 250)),
-        there_ip_(fmt::format("10.214.{}.2", 1 + id % 250)) {}
+      : name_(fmt::format("tt_node_{}", id)),
+        here_device_(fmt::format("ttv{}a", id)),
+        there_device_(fmt::format("ttv{}b", id)),
+        here_ip_(fmt::format("10.213.{}.1", 1 + id % 250)),
+        there_ip_(fmt::format("10.213.{}.2", 1 + id % 250)) {}
 
   static bool run(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
 
   std::string name_, here_device_, there_device_, here_ip_, there_ip_;
 };
 
-}  // namespace tensortree::bench
+}  // namespace tensortree::tools
