@@ -57,6 +57,9 @@ namespace {
 
 struct Config {
   std::int64_t mib = 64;
+  std::int64_t leaves = 1000;
+  std::int64_t leaf_bytes = 256;
+  int leafy_count = 20;
   std::int64_t small_bytes = 256;
   int count = 1000;
   int rounds = 7;
@@ -64,16 +67,32 @@ struct Config {
   std::vector<std::string> columns{"raw", "channel", "into", "mpi"};
 };
 
-// One case: `count` trees of about `bytes` per round.
+// One case: `count` trees of `shape` per round.
 struct Case {
-  std::int64_t bytes;
+  TreeShape shape;
   int count;
 };
 
+// The cases of a run: the large tree, the tree of many small leaves, many trees of one small leaf.
+std::vector<Case> cases_of(const Config& config) {
+  return {{{4, (config.mib << 20) / 4}, 1},
+          {{config.leaves, config.leaf_bytes}, config.leafy_count},
+          {{1, config.small_bytes}, config.count}};
+}
+
+// "1000x256B", "4x16MiB": the shape as the table shows it.
+std::string label(TreeShape shape) {
+  const std::int64_t b = shape.leaf_bytes;
+  const std::string size = b % (1 << 20) == 0 ? std::to_string(b >> 20) + "MiB"
+                           : b % 1024 == 0    ? std::to_string(b >> 10) + "KiB"
+                                              : std::to_string(b) + "B";
+  return std::to_string(shape.leaves) + "x" + size;
+}
+
 // The sender's command line: this program again, in the sender's role.
 std::vector<std::string> sender_args(const char* kind, const std::string& address, Case c) {
-  return {std::filesystem::read_symlink("/proc/self/exe"), "--send", kind, "--to", address, "--tree-bytes",
-          std::to_string(c.bytes), "--count", std::to_string(c.count)};
+  return {std::filesystem::read_symlink("/proc/self/exe"), "--send", kind, "--to", address, "--tree",
+          c.shape.text(), "--count", std::to_string(c.count)};
 }
 
 // One untimed round and `rounds` timed ones of `count` messages, the sender let go at the start of
@@ -102,7 +121,7 @@ void await_close(const std::function<void()>& receive_one, SenderProcess& sender
 }
 
 double raw_column(const Placement& where, Case c, const Config& config) {
-  const std::size_t bytes = payload_bytes(make_channel_tree(c.bytes));
+  const std::size_t bytes = payload_bytes(make_channel_tree(c.shape));
   const ScopedEnv ucx_env = where.ucx_here();
   const std::shared_ptr<ucx::Node> listener = ucx::listening_node(where.bind_address());
   SenderProcess sender(where.sender_command(sender_args("raw", listener->address(), c)));
@@ -124,7 +143,7 @@ double channel_column(const Placement& where, Case c, const Config& config, bool
   SenderProcess sender(where.sender_command(sender_args("channel", listener.address(), c)));
   std::optional<TreeChannel> channel = listener.accept(kTransferTimeout);
   check(channel.has_value(), "the channel's sender did not connect");
-  TensorTree received = zeroed_channel_tree(c.bytes);
+  TensorTree received = zeroed_channel_tree(c.shape);
   const double seconds = receive_rounds(sender, config, c.count, [&] {
     if (into) {
       channel->recv_into(received);
@@ -133,7 +152,7 @@ double channel_column(const Placement& where, Case c, const Config& config, bool
     }
   });
   await_close([&] { (void)channel->recv(); }, sender);
-  check(received.equal(make_channel_tree(c.bytes).consolidate()), "the last tree received differs from the tree sent");
+  check(received.equal(make_channel_tree(c.shape).consolidate()), "the last tree received differs from the tree sent");
   check(channel->stats().schemas_received == 1, "the layout went more than once");
   return seconds;
 }
@@ -149,7 +168,8 @@ void add_row(Table& table, const Placement& where, Case c, const Times& t) {
   const auto speed = [](std::optional<double> mine, std::optional<double> other) {
     return mine && other ? fixed(*other / *mine, 2) : "-";
   };
-  table.add({where.name(), std::to_string(payload_bytes(make_channel_tree(c.bytes))), std::to_string(c.count),
+  table.add({where.name(), label(c.shape), std::to_string(payload_bytes(make_channel_tree(c.shape))),
+             std::to_string(c.count),
              us(t.raw), us(t.recv), us(t.into), us(t.mpi), speed(t.recv, t.raw), speed(t.into, t.raw),
              speed(t.recv, t.mpi), speed(t.into, t.mpi)});
 }
@@ -159,18 +179,18 @@ bool wanted(const Config& config, const char* column) {
 }
 
 void run_placement(const Placement& where, const Config& config, Table& table) {
-  for (const Case c : {Case{config.mib << 20, 1}, Case{config.small_bytes, config.count}}) {
+  for (const Case& c : cases_of(config)) {
     Times t;
     if (wanted(config, "raw")) t.raw = raw_column(where, c, config);
     if (wanted(config, "channel")) t.recv = channel_column(where, c, config, false);
     if (wanted(config, "into")) t.into = channel_column(where, c, config, true);
-    if (wanted(config, "mpi")) t.mpi = where.mpi_seconds_per_message(c.bytes, c.count, config.rounds);
+    if (wanted(config, "mpi")) t.mpi = where.mpi_seconds_per_message(c.shape, c.count, config.rounds);
     add_row(table, where, c, t);
   }
 }
 
 int drive(const Config& config, bool csv) {
-  Table table({"placement", "bytes", "messages", "raw_us", "channel_us", "into_us", "mpi_us", "channel_vs_raw",
+  Table table({"placement", "tree", "bytes", "messages", "raw_us", "channel_us", "into_us", "mpi_us", "channel_vs_raw",
                "into_vs_raw", "channel_vs_mpi", "into_vs_mpi"},
               csv);
   int status = 0;
@@ -193,9 +213,10 @@ int drive(const Config& config, bool csv) {
 }
 
 // The sender's role (--send): see bench_channel_sender.hpp.
-int run_sender(const std::string& kind, const std::string& address, std::int64_t tree_bytes, int count) {
+int run_sender(const std::string& kind, const std::string& address, const std::string& tree, int count) {
   try {
-    kind == "raw" ? send_raw(address, tree_bytes, count) : send_channel(address, tree_bytes, count);
+    const TreeShape shape = TreeShape::parse(tree);
+    kind == "raw" ? send_raw(address, shape, count) : send_channel(address, shape, count);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_channel: sender: %s\n", e.what());
@@ -211,9 +232,12 @@ int main(int argc, char** argv) {
   Config config;
   bool csv = false;
   std::string send_kind, send_to;
-  std::int64_t tree_bytes = 0;
-  app.add_option("--mib", config.mib, "bytes of the large tree, in MiB")->check(CLI::PositiveNumber);
-  app.add_option("--small-bytes", config.small_bytes, "bytes of each small tree")->check(CLI::Range(16, 1 << 20));
+  std::string tree;
+  app.add_option("--mib", config.mib, "bytes of the large tree (4 leaves), in MiB")->check(CLI::PositiveNumber);
+  app.add_option("--leaves", config.leaves, "leaves of the tree of many leaves")->check(CLI::PositiveNumber);
+  app.add_option("--leaf-bytes", config.leaf_bytes, "bytes of each of its leaves")->check(CLI::Range(8, 1 << 20));
+  app.add_option("--leafy-count", config.leafy_count, "trees of many leaves per round")->check(CLI::PositiveNumber);
+  app.add_option("--small-bytes", config.small_bytes, "bytes of each small tree (one leaf)")->check(CLI::Range(16, 1 << 20));
   app.add_option("--count", config.count, "small trees per round")->check(CLI::PositiveNumber);
   app.add_option("--rounds", config.rounds, "timed rounds (the median is reported)")->check(CLI::PositiveNumber);
   app.add_option("--placements", config.placements, "localhost, namespaces")
@@ -225,8 +249,8 @@ int main(int argc, char** argv) {
   app.add_flag("--csv", csv, "print CSV instead of a table");
   app.add_option("--send", send_kind, "(the sender process) raw or channel")->check(CLI::IsMember({"raw", "channel"}));
   app.add_option("--to", send_to, "(the sender process) the receiver's address");
-  app.add_option("--tree-bytes", tree_bytes, "(the sender process) bytes of the tree");
+  app.add_option("--tree", tree, "(the sender process) the tree: LEAVESxBYTES");
   CLI11_PARSE(app, argc, argv);
-  if (!send_kind.empty()) return run_sender(send_kind, send_to, tree_bytes, config.count);
+  if (!send_kind.empty()) return run_sender(send_kind, send_to, tree, config.count);
   return drive(config, csv);
 }

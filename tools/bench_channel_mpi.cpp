@@ -6,7 +6,7 @@
 // the last tree, every value, and prints "seconds_per_message S" (the median round, per message).
 // bench_channel runs it under mpirun; by hand:
 //
-//   mpirun -n 2 bench_channel_mpi --bytes 67108864 --count 1 --rounds 7
+//   mpirun -n 2 bench_channel_mpi --tree 4x16777216 --count 1 --rounds 7
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,7 +24,7 @@ constexpr int kReceiver = 0;
 constexpr int kSender = 1;
 
 struct Options {
-  std::int64_t bytes = 256;
+  std::string tree = "1x256";
   int count = 1000;
   int rounds = 7;
 };
@@ -33,8 +33,9 @@ int measure(const DistributedContext& context, const Options& o) {
   const Group& world = context.world();
   bench::check(world.size() == 2, "bench_channel_mpi runs on 2 ranks");
   const bool receiver = world.rank() == kReceiver;
-  const TensorTree expected = bench::make_channel_tree(o.bytes).consolidate();
-  TensorTree tree = receiver ? bench::zeroed_channel_tree(o.bytes) : expected;
+  const bench::TreeShape shape = bench::TreeShape::parse(o.tree);
+  const TensorTree expected = bench::make_channel_tree(shape).consolidate();
+  TensorTree tree = receiver ? bench::zeroed_channel_tree(shape) : expected;
   const auto transfer = [&] { receiver ? (void)tree.recv(kSender, world) : tree.send(kReceiver, world); };
   transfer();
   std::vector<double> seconds;
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
   return mpi_program::run<Options>(
       argc, argv, "bench_channel's MPI column: trees by TensorTree::send/recv between two ranks",
       [](CLI::App& app, Options& o) {
-        app.add_option("--bytes", o.bytes, "bytes of the tree")->check(CLI::PositiveNumber);
+        app.add_option("--tree", o.tree, "the tree: LEAVESxBYTES (bytes per leaf)");
         app.add_option("--count", o.count, "trees per round")->check(CLI::PositiveNumber);
         app.add_option("--rounds", o.rounds, "timed rounds (the median is reported)")->check(CLI::PositiveNumber);
       },

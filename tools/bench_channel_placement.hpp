@@ -69,14 +69,14 @@ class Placement {
     return node_ ? node_->inside(command) : command;
   }
 
-  // bench_channel_mpi's seconds per message for `count` trees of `bytes`, or nullopt where it was
+  // bench_channel_mpi's seconds per message for `count` trees of `shape`, or nullopt where it was
   // not built (no MPI). Throws when it fails or prints no time.
-  std::optional<double> mpi_seconds_per_message(std::int64_t bytes, int count, int rounds) const {
+  std::optional<double> mpi_seconds_per_message(TreeShape shape, int count, int rounds) const {
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
     const std::filesystem::path program = self.parent_path() / "bench_channel_mpi";
     if (!std::filesystem::exists(program)) return std::nullopt;
-    const std::string command = fmt::format("{} -n 2 '{}' --bytes {} --count {} --rounds {}", mpirun(self),
-                                            program.string(), bytes, count, rounds);
+    const std::string command = fmt::format("{} -n 2 '{}' --tree {} --count {} --rounds {}", mpirun(self),
+                                            program.string(), shape.text(), count, rounds);
     return seconds_printed_by(command);
   }
 

@@ -31,8 +31,8 @@ inline void send_rounds(int count, const std::function<void()>& send_one, const 
   close();
 }
 
-inline void send_raw(const std::string& address, std::int64_t tree_bytes, int count) {
-  const std::vector<std::byte> source = raw_pattern(payload_bytes(make_channel_tree(tree_bytes)));
+inline void send_raw(const std::string& address, TreeShape shape, int count) {
+  const std::vector<std::byte> source = raw_pattern(payload_bytes(make_channel_tree(shape)));
   const std::shared_ptr<ucx::Node> node = ucx::connecting_node();
   std::unique_ptr<ucx::Link> link =
       node->connect(address, [](auto&&...) -> StoragePtr { return nullptr; }, transfer_deadline());
@@ -41,8 +41,8 @@ inline void send_raw(const std::string& address, std::int64_t tree_bytes, int co
       count, [&] { link->send(header, source.data(), source.size(), transfer_deadline()); }, [&] { link.reset(); });
 }
 
-inline void send_channel(const std::string& address, std::int64_t tree_bytes, int count) {
-  const TensorTree tree = make_channel_tree(tree_bytes).consolidate();
+inline void send_channel(const std::string& address, TreeShape shape, int count) {
+  const TensorTree tree = make_channel_tree(shape).consolidate();
   TreeChannel channel = TreeChannel::connect(address, {.timeout = kTransferTimeout});
   send_rounds(count, [&] { channel.send(tree); }, [&] { channel.close(); });
 }
