@@ -1,5 +1,8 @@
 // Tree channels against raw UCX moving one buffer of the same bytes, and against TensorTree's MPI
-// send, in one run: a 64 MiB tree, and 1000 trees of 256 bytes, each in two placements:
+// send, in one run. Three cases (the table's "tree" is leaves x bytes a leaf): a 64 MiB tree of 4
+// leaves (--mib), one tree of 1000 leaves of 256 bytes (--leaves, --leaf-bytes; --leafy-count a
+// round), and 1000 trees of one 256-byte leaf (--small-bytes; --count a round). Each in two
+// placements:
 //
 //   localhost    the sender a process on this host, UCX choosing its transport: UCX 1.13 carries
 //                these links over TCP on loopback (with UCX_TLS=shm,self they do not connect)
