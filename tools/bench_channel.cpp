@@ -23,17 +23,18 @@
 //            TensorTree's shared memory on localhost, MPI across the namespaces, where mpirun
 //            starts rank 1 through `bench_channel --rsh-agent NAMESPACE`); "-" without MPI
 //
-// Each column runs an untimed round and --rounds timed ones, timed on the receiver from the
-// moment it lets the sender go until the last message is in; the median round, per message, is
-// reported. The last tree (the last raw buffer) is compared with what was sent, every byte, and
-// received into zeros. vs_raw and vs_mpi are speeds: the other column's time over the channel's
-// (1 = as fast; the goal is channel >= 0.9x raw). Exits non-zero on a wrong value or a failed side.
+// Each column runs an untimed round and --rounds timed ones, timed on the receiver from just
+// before it lets the sender go until the last message is in; the median round, per message, is
+// reported (a round lasts milliseconds: the counts keep it so). The last tree (the last raw
+// buffer) is compared with what was sent, every byte, and received into zeros. The *_vs_* columns
+// are speeds: the other column's time over the channel's (1 = as fast; the goal is channel >= 0.9x
+// raw). Exits non-zero on a wrong value or a failed side.
 //
 // --columns runs only some columns (one alone, to profile it: perf record --no-inherit profiles the
 // receiver; the senders are processes of their own).
 //
 //   bench_channel                                  both placements, the trees (as root)
-//   bench_channel --placements localhost --mib 2 --count 50 --rounds 2 --csv     (CI)
+//   bench_channel --placements localhost --mib 2 --leafy-count 10 --count 50 --rounds 2 --csv   (CI)
 //   perf record -g --no-inherit bench_channel --placements localhost --columns channel --mib 1 --count 20000
 //
 // Build both programs: ninja -C build tools/bench_channel tools/bench_channel_mpi.
@@ -62,7 +63,7 @@ struct Config {
   std::int64_t mib = 64;
   std::int64_t leaves = 1000;
   std::int64_t leaf_bytes = 256;
-  int leafy_count = 20;
+  int leafy_count = 200;
   std::int64_t small_bytes = 256;
   int count = 1000;
   int rounds = 7;
@@ -99,13 +100,14 @@ std::vector<std::string> sender_args(const char* kind, const std::string& addres
 }
 
 // One untimed round and `rounds` timed ones of `count` messages, the sender let go at the start of
-// each: the median timed round, per message.
+// each: the median timed round, per message. The clock starts before the sender is let go: were
+// this process descheduled in between, the sender's messages would otherwise queue up untimed.
 double receive_rounds(SenderProcess& sender, const Config& config, int count, const std::function<void()>& receive_one) {
   receive_one();  // the untimed first message
   std::vector<double> seconds;
   for (int round = 0; round <= config.rounds; ++round) {
-    sender.go();
     const auto start = std::chrono::steady_clock::now();
+    sender.go();
     for (int i = 0; i < count; ++i) receive_one();
     if (round > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }

@@ -1,9 +1,10 @@
 // bench_channel's MPI column: the same trees as its channel rows, moved by TensorTree::send and
 // TensorTree::recv between two MPI ranks (rank 1 sends, rank 0 receives into a consolidated tree of
 // the layout), on the world group as it comes (TENSORTREE_HOST_TRANSPORT may choose its transport).
-// One untimed transfer, then `rounds` + 1 rounds of `count` transfers, each round opened by a
-// barrier and timed on rank 0 until its last receive; the first round is not counted. Rank 0 checks
-// the last tree, every value, and prints "seconds_per_message S" (the median round, per message).
+// One untimed transfer, then `rounds` + 1 rounds of `count` transfers, each opened by a barrier
+// and timed on rank 0 from just before it until the last receive; the first round is not counted.
+// Rank 0 checks the last tree, every value, and prints "seconds_per_message S" (the median round,
+// per message).
 // bench_channel runs it under mpirun; by hand:
 //
 //   mpirun -n 2 bench_channel_mpi --tree 4x16777216 --count 1 --rounds 7
@@ -40,8 +41,10 @@ int measure(const DistributedContext& context, const Options& o) {
   transfer();
   std::vector<double> seconds;
   for (int round = 0; round <= o.rounds; ++round) {
-    dist::barrier(world);
+    // The clock starts before the barrier: were rank 0 descheduled after it, the sender's trees
+    // would otherwise queue up untimed.
     const auto start = std::chrono::steady_clock::now();
+    dist::barrier(world);
     for (int i = 0; i < o.count; ++i) transfer();
     if (round > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
