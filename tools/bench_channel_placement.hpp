@@ -28,7 +28,7 @@ using tools::OtherNode;
 // Sets environment variables for as long as it lives, then puts back what was there.
 class ScopedEnv {
  public:
-  ScopedEnv(std::vector<std::pair<std::string, std::string>> values) {
+  explicit ScopedEnv(const std::vector<std::pair<std::string, std::string>>& values) {
     for (const auto& [name, value] : values) {
       const char* old = std::getenv(name.c_str());
       saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
