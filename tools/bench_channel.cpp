@@ -1,216 +1,261 @@
-// Tree channels against UCX moving one buffer of the same bytes: a 64 MiB tree, and 1000 trees of
-// 256 bytes. A sender thread and a receiver thread, each with a UCX node of its own (as two
-// processes have; UCX picks the transport, UCX_TLS may force one). The floor ("raw UCX") is one
-// active message per buffer through transport/ucx's links, received into one preallocated buffer:
-// no frame checks, no schema, no pool. The tree rows send a consolidated tree (the steady state:
-// its layout went once, in the untimed first round) and receive with recv() (a pooled tree) or
-// recv_into() (into a consolidated tree of the layout). Each round is timed on the receiver from
-// the moment both threads are ready until the last message is in; the median round is reported.
-// The last tree (and the last raw buffer) is compared with what was sent, every byte. Prints a
-// table (or CSV); exits non-zero on a wrong value.
+// Tree channels against raw UCX moving one buffer of the same bytes, and against TensorTree's MPI
+// send, in one run. Three cases (the table's "tree" is leaves x bytes a leaf): a 64 MiB tree of 4
+// leaves (--mib), one tree of 1000 leaves of 256 bytes (--leaves, --leaf-bytes; --leafy-count a
+// round), and 1000 trees of one 256-byte leaf (--small-bytes; --count a round). Each in two
+// placements:
 //
-//   bench_channel [--mib 64] [--small-bytes 256] [--count 1000] [--rounds 7] [--csv]
+//   localhost    the sender a process on this host, UCX choosing its transport: UCX 1.13 carries
+//                these links over TCP on loopback (with UCX_TLS=shm,self they do not connect)
+//   namespaces   the sender in a network namespace joined to this one by a veth pair, UCX held to
+//                TCP over it on both ends (UCX_TLS=tcp, UCX_NET_DEVICES), as between two hosts;
+//                skipped, with a message, where namespaces cannot be made (it needs root)
+//
+// The receiver is this process; the sender is this program again (--send raw|channel), started
+// per column and paced round by round through a pipe (sender_process.hpp). Columns:
+//
+//   raw      one active message per tree through transport/ucx's links, into one preallocated
+//            buffer: no frame checks, no schema, no pool (the floor)
+//   channel  the consolidated tree over a TreeChannel (the steady state: its layout went once, in
+//            the untimed first message), received with recv() (a pooled tree per message)
+//   into     the same, received with recv_into() into a consolidated tree of the layout
+//   mpi      TensorTree::send/recv of the same tree between two MPI ranks (bench_channel_mpi,
+//            started with mpirun as Open MPI comes, the world group's default host transport:
+//            TensorTree's shared memory on localhost, MPI across the namespaces, where mpirun
+//            starts rank 1 through `bench_channel --rsh-agent NAMESPACE`); "-" without MPI
+//
+// Each column runs an untimed round and --rounds timed ones, timed on the receiver from just
+// before it lets the sender go until the last message is in; the median round, per message, is
+// reported (a round lasts milliseconds: the counts keep it so). The last tree (the last raw
+// buffer) is compared with what was sent, every byte, and received into zeros. The *_vs_* columns
+// are speeds: the other column's time over the channel's (1 = as fast; the goal is channel >= 0.9x
+// raw). Exits non-zero on a wrong value or a failed side.
+//
+// --columns runs only some columns (one alone, to profile it: perf record --no-inherit profiles the
+// receiver; the senders are processes of their own).
+//
+//   bench_channel                                  both placements, the trees (as root)
+//   bench_channel --placements localhost --mib 2 --leafy-count 10 --count 50 --rounds 2 --csv   (CI)
+//   perf record -g --no-inherit bench_channel --placements localhost --columns channel --mib 1 --count 20000
+//
+// Build both programs: ninja -C build tools/bench_channel tools/bench_channel_mpi.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <barrier>
 #include <cstdio>
 #include <cstring>
-#include <functional>
+#include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "bench_channel_placement.hpp"
+#include "bench_channel_sender.hpp"
+#include "bench_channel_tree.hpp"
 #include "bench_table.hpp"
-#include "tensortree/tensortree.hpp"
-#include "tensortree/tree_channel.hpp"
-#include "transport/ucx/ucx_link.hpp"
 
 using namespace tensortree;
-using Clock = std::chrono::steady_clock;
+using namespace tensortree::bench;
 
 namespace {
 
 struct Config {
   std::int64_t mib = 64;
+  std::int64_t leaves = 1000;
+  std::int64_t leaf_bytes = 256;
+  int leafy_count = 200;
   std::int64_t small_bytes = 256;
   int count = 1000;
   int rounds = 7;
+  std::vector<std::string> placements{"localhost", "namespaces"};
+  std::vector<std::string> columns{"raw", "channel", "into", "mpi"};
 };
 
-void check(bool ok, const std::string& what) {
-  if (!ok) throw CorruptData("bench_channel: " + what);
-}
-
-// About `bytes` bytes in four leaves of three dtypes, two of them nested; values non-zero.
-TensorTree make_tree(std::int64_t bytes) {
-  const std::int64_t rows = bytes >= (1 << 20) ? 1024 : 1;
-  const std::int64_t per_leaf = std::max<std::int64_t>(1, bytes / 4 / rows);
-  if (bytes < 1024) {
-    return TensorTree::from_map({rows}, {{"obs", Tensor::arange({rows, bytes / 4 / rows}, 1.0, 0.5)}});
-  }
-  return TensorTree::from_map(
-      {rows}, {{"obs.pixels", Tensor::arange({rows, per_leaf}, 3.0, 1.0, {.dtype = DType::UInt8})},
-               {"obs.state", Tensor::arange({rows, per_leaf / 4}, 1.0, 0.25)},
-               {"next.value", Tensor::arange({rows, per_leaf / 8}, 2.0, 0.5, {.dtype = DType::Float64})},
-               {"action", Tensor::arange({rows, per_leaf / 8}, 7.0, 3.0, {.dtype = DType::Int64})}});
-}
-
-std::size_t payload_bytes(const TensorTree& tree) {
-  std::size_t total = 0;
-  for (const auto& [path, leaf] : tree.leaves()) total += leaf.nbytes();
-  return total;
-}
-
-// Runs `rounds` rounds of `count` messages: `setup_*` on each thread first, then one message
-// (the connection is made while the receiver progresses), then per round `send_one` `count` times
-// and `receive_one` `count` times; at the end the sender closes (`close_sender`) while the
-// receiver progresses until it sees the close (`await_close`). The median of the receiver's round
-// times after the first, untimed round, per message.
-struct Sides {
-  std::function<void()> setup_sender, setup_receiver, send_one, receive_one, close_sender, await_close;
+// One case: `count` trees of `shape` per round.
+struct Case {
+  TreeShape shape;
+  int count;
 };
 
-double run_rounds(int rounds, int count, const Sides& sides) {
-  const auto& [setup_sender, setup_receiver, send_one, receive_one, close_sender, await_close] = sides;
-  std::barrier sync(2);
+// The cases of a run: the large tree, the tree of many small leaves, many trees of one small leaf.
+std::vector<Case> cases_of(const Config& config) {
+  return {{{4, (config.mib << 20) / 4}, 1},
+          {{config.leaves, config.leaf_bytes}, config.leafy_count},
+          {{1, config.small_bytes}, config.count}};
+}
+
+// "1000x256B", "4x16MiB": the shape as the table shows it.
+std::string label(TreeShape shape) {
+  const std::int64_t b = shape.leaf_bytes;
+  const std::string size = b % (1 << 20) == 0 ? std::to_string(b >> 20) + "MiB"
+                           : b % 1024 == 0    ? std::to_string(b >> 10) + "KiB"
+                                              : std::to_string(b) + "B";
+  return std::to_string(shape.leaves) + "x" + size;
+}
+
+// The sender's command line: this program again, in the sender's role.
+std::vector<std::string> sender_args(const char* kind, const std::string& address, Case c) {
+  return {std::filesystem::read_symlink("/proc/self/exe"), "--send", kind, "--to", address, "--tree",
+          c.shape.text(), "--count", std::to_string(c.count)};
+}
+
+// One untimed round and `rounds` timed ones of `count` messages, the sender let go at the start of
+// each: the median timed round, per message. The clock starts before the sender is let go: were
+// this process descheduled in between, the sender's messages would otherwise queue up untimed.
+double receive_rounds(SenderProcess& sender, const Config& config, int count, const std::function<void()>& receive_one) {
+  receive_one();  // the untimed first message
   std::vector<double> seconds;
-  std::thread sender([&] {
-    try {
-      setup_sender();
-      send_one();
-      for (int round = 0; round <= rounds; ++round) {
-        sync.arrive_and_wait();
-        for (int i = 0; i < count; ++i) send_one();
-      }
-      close_sender();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "bench_channel: sender: %s\n", e.what());
-      std::_Exit(1);
-    }
-  });
-  setup_receiver();
-  receive_one();
-  for (int round = 0; round <= rounds; ++round) {
-    sync.arrive_and_wait();
-    const Clock::time_point start = Clock::now();
+  for (int round = 0; round <= config.rounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    sender.go();
     for (int i = 0; i < count; ++i) receive_one();
-    if (round > 0) seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    if (round > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  await_close();
-  sender.join();
   std::sort(seconds.begin(), seconds.end());
   return seconds[seconds.size() / 2] / count;
 }
 
-// One buffer of `bytes` per message over transport/ucx's links.
-double raw_ucx(std::size_t bytes, const Config& config, int count) {
-  const auto listener = ucx::listening_node("127.0.0.1:0");
-  const std::string address = listener->address();
-  const auto deadline = [] { return ucx::Clock::now() + std::chrono::seconds(30); };
-  std::vector<std::byte> source(bytes);
-  for (std::size_t i = 0; i < bytes; ++i) source[i] = static_cast<std::byte>(i * 7 + 1);
+// Receives what the sender sends after its last round until its end closes.
+void await_close(const std::function<void()>& receive_one, SenderProcess& sender) {
+  sender.stop();
+  try {
+    for (;;) receive_one();
+  } catch (const PeerLost&) {
+  }
+  check(sender.wait() == 0, "the sender process failed");
+}
+
+double raw_column(const Placement& where, Case c, const Config& config) {
+  const std::size_t bytes = payload_bytes(make_channel_tree(c.shape));
+  const ScopedEnv ucx_env = where.ucx_here();
+  const std::shared_ptr<ucx::Node> listener = ucx::listening_node(where.bind_address());
+  SenderProcess sender(where.sender_command(sender_args("raw", listener->address(), c)));
   const StoragePtr landing = Storage::allocate(bytes, Device::cpu());
-  std::unique_ptr<ucx::Link> sending, receiving;
-  std::shared_ptr<ucx::Node> sender_node;
-  const std::byte header[16] = {};
-  const double seconds = run_rounds(
-      config.rounds, count,
-      {.setup_sender =
-           [&] {
-             sender_node = ucx::connecting_node();
-             sending = sender_node->connect(address, [](auto&&...) -> StoragePtr { return nullptr; }, deadline());
-           },
-       .setup_receiver = [&] { receiving = listener->accept([&](auto&&...) { return landing; }, deadline()); },
-       .send_one = [&] { sending->send(header, source.data(), bytes, deadline()); },
-       .receive_one = [&] { check(receiving->receive(deadline()).has_value(), "a raw message did not arrive"); },
-       .close_sender = [&] { sending.reset(); },
-       .await_close =
-           [&] {
-             try {
-               while (receiving->receive(deadline())) {
-               }
-             } catch (const PeerLost&) {
-             }
-           }});
-  check(std::memcmp(landing->data(), source.data(), bytes) == 0, "the raw buffer differs from what was sent");
+  std::memset(landing->data(), 0, bytes);
+  const std::unique_ptr<ucx::Link> link = listener->accept([&](auto&&...) { return landing; }, transfer_deadline());
+  check(link != nullptr, "the raw sender did not connect");
+  const auto receive_one = [&] { check(link->receive(transfer_deadline()).has_value(), "a raw message did not arrive"); };
+  const double seconds = receive_rounds(sender, config, c.count, receive_one);
+  await_close(receive_one, sender);
+  check(std::memcmp(landing->data(), raw_pattern(bytes).data(), bytes) == 0, "the raw buffer differs from what was sent");
   return seconds;
 }
 
-// Trees of about `bytes` over a channel, received with recv() or recv_into().
-double channel(std::int64_t bytes, const Config& config, int count, bool into) {
-  TreeListener listener = TreeListener::bind("127.0.0.1:0", {.timeout = std::chrono::seconds(30)});
-  const std::string address = listener.address();
-  const TensorTree sent = make_tree(bytes).consolidate();
-  std::optional<TreeChannel> sending, receiving;
-  TensorTree received = make_tree(bytes).consolidate();
-  const double seconds = run_rounds(
-      config.rounds, count,
-      {.setup_sender = [&] { sending = TreeChannel::connect(address, {.timeout = std::chrono::seconds(30)}); },
-       .setup_receiver =
-           [&] {
-             receiving = listener.accept(std::chrono::seconds(30));
-             check(receiving.has_value(), "the channel was not accepted");
-           },
-       .send_one = [&] { sending->send(sent); },
-       .receive_one =
-           [&] {
-             if (into) {
-               receiving->recv_into(received);
-             } else {
-               received = receiving->recv();
-             }
-           },
-       .close_sender = [&] { sending->close(); },
-       .await_close =
-           [&] {
-             try {
-               while (true) (void)receiving->recv();
-             } catch (const PeerLost&) {
-             }
-           }});
-  check(received.equal(sent), "the last tree received differs from the tree sent");
-  check(receiving->stats().schemas_received == 1, "the layout went more than once");
+// recv() per message, or recv_into() a tree of the layout (`into`).
+double channel_column(const Placement& where, Case c, const Config& config, bool into) {
+  const ScopedEnv ucx_env = where.ucx_here();
+  TreeListener listener = TreeListener::bind(where.bind_address(), {.timeout = kTransferTimeout});
+  SenderProcess sender(where.sender_command(sender_args("channel", listener.address(), c)));
+  std::optional<TreeChannel> channel = listener.accept(kTransferTimeout);
+  check(channel.has_value(), "the channel's sender did not connect");
+  TensorTree received = zeroed_channel_tree(c.shape);
+  const double seconds = receive_rounds(sender, config, c.count, [&] {
+    if (into) {
+      channel->recv_into(received);
+    } else {
+      received = channel->recv();
+    }
+  });
+  await_close([&] { (void)channel->recv(); }, sender);
+  check(received.equal(make_channel_tree(c.shape).consolidate()), "the last tree received differs from the tree sent");
+  check(channel->stats().schemas_received == 1, "the layout went more than once");
   return seconds;
 }
 
-void add_row(bench::Table& table, const std::string& what, std::size_t bytes, int count, double seconds,
-             double raw_seconds, const std::string& goal) {
-  table.add({what, std::to_string(bytes), std::to_string(count), bench::fixed(seconds * 1e6, 2),
-             bench::fixed(static_cast<double>(bytes) / seconds / 1e9, 3),
-             raw_seconds > 0 ? bench::fixed(raw_seconds / seconds, 2) : "-", goal});
+// The four columns' seconds per message; nullopt for a column not run.
+struct Times {
+  std::optional<double> raw, recv, into, mpi;
+};
+
+void add_row(Table& table, const Placement& where, Case c, const Times& t) {
+  const auto us = [](std::optional<double> seconds) { return seconds ? fixed(*seconds * 1e6, 2) : "-"; };
+  // The speed of `mine` relative to `other`'s: other's time over mine.
+  const auto speed = [](std::optional<double> mine, std::optional<double> other) {
+    return mine && other ? fixed(*other / *mine, 2) : "-";
+  };
+  table.add({where.name(), label(c.shape), std::to_string(payload_bytes(make_channel_tree(c.shape))),
+             std::to_string(c.count),
+             us(t.raw), us(t.recv), us(t.into), us(t.mpi), speed(t.recv, t.raw), speed(t.into, t.raw),
+             speed(t.recv, t.mpi), speed(t.into, t.mpi)});
 }
 
-void run(const Config& config, bench::Table& table) {
-  for (const auto& [bytes, count] : {std::pair{config.mib << 20, 1}, std::pair{config.small_bytes, config.count}}) {
-    const std::size_t payload = payload_bytes(make_tree(bytes));
-    const double raw = raw_ucx(payload, config, count);
-    add_row(table, "raw UCX, one buffer", payload, count, raw, raw, "-");
-    add_row(table, "channel recv()", payload, count, channel(bytes, config, count, false), raw, ">= 0.9x raw");
-    add_row(table, "channel recv_into()", payload, count, channel(bytes, config, count, true), raw, ">= 0.9x raw");
+bool wanted(const Config& config, const char* column) {
+  return std::find(config.columns.begin(), config.columns.end(), column) != config.columns.end();
+}
+
+void run_placement(const Placement& where, const Config& config, Table& table) {
+  for (const Case& c : cases_of(config)) {
+    Times t;
+    if (wanted(config, "raw")) t.raw = raw_column(where, c, config);
+    if (wanted(config, "channel")) t.recv = channel_column(where, c, config, false);
+    if (wanted(config, "into")) t.into = channel_column(where, c, config, true);
+    if (wanted(config, "mpi")) t.mpi = where.mpi_seconds_per_message(c.shape, c.count, config.rounds);
+    add_row(table, where, c, t);
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"tree channels against raw UCX moving one buffer of the same bytes"};
-  Config config;
-  bool csv = false;
-  app.add_option("--mib", config.mib, "bytes of the large tree, in MiB")->check(CLI::PositiveNumber);
-  app.add_option("--small-bytes", config.small_bytes, "bytes of each small tree")->check(CLI::Range(16, 1 << 20));
-  app.add_option("--count", config.count, "small trees per round")->check(CLI::PositiveNumber);
-  app.add_option("--rounds", config.rounds, "timed rounds (the median is reported)")->check(CLI::PositiveNumber);
-  app.add_flag("--csv", csv, "print CSV instead of a table");
-  CLI11_PARSE(app, argc, argv);
-  bench::Table table({"what", "bytes", "messages", "us_per_message", "GB/s", "vs_raw", "goal"}, csv);
+int drive(const Config& config, bool csv) {
+  Table table({"placement", "tree", "bytes", "messages", "raw_us", "channel_us", "into_us", "mpi_us", "channel_vs_raw",
+               "into_vs_raw", "channel_vs_mpi", "into_vs_mpi"},
+              csv);
   int status = 0;
   try {
-    run(config, table);
+    for (const std::string& name : config.placements) {
+      std::string why;
+      const std::unique_ptr<Placement> where = Placement::make(name, why);
+      if (!where) {
+        std::fprintf(stderr, "bench_channel: placement %s skipped: %s\n", name.c_str(), why.c_str());
+        continue;
+      }
+      run_placement(*where, config, table);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_channel: %s\n", e.what());
     status = 1;
   }
   table.print();
   return status;
+}
+
+// The sender's role (--send): see bench_channel_sender.hpp.
+int run_sender(const std::string& kind, const std::string& address, const std::string& tree, int count) {
+  try {
+    const TreeShape shape = TreeShape::parse(tree);
+    kind == "raw" ? send_raw(address, shape, count) : send_channel(address, shape, count);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_channel: sender: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--rsh-agent") == 0) return rsh_agent(argc - 2, argv + 2);
+  CLI::App app{"tree channels against raw UCX and TensorTree's MPI send, on this host and across namespaces"};
+  Config config;
+  bool csv = false;
+  std::string send_kind, send_to;
+  std::string tree;
+  app.add_option("--mib", config.mib, "bytes of the large tree (4 leaves), in MiB")->check(CLI::PositiveNumber);
+  app.add_option("--leaves", config.leaves, "leaves of the tree of many leaves")->check(CLI::PositiveNumber);
+  app.add_option("--leaf-bytes", config.leaf_bytes, "bytes of each of its leaves")->check(CLI::Range(8, 1 << 20));
+  app.add_option("--leafy-count", config.leafy_count, "trees of many leaves per round")->check(CLI::PositiveNumber);
+  app.add_option("--small-bytes", config.small_bytes, "bytes of each small tree (one leaf)")->check(CLI::Range(16, 1 << 20));
+  app.add_option("--count", config.count, "small trees per round")->check(CLI::PositiveNumber);
+  app.add_option("--rounds", config.rounds, "timed rounds (the median is reported)")->check(CLI::PositiveNumber);
+  app.add_option("--placements", config.placements, "localhost, namespaces")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"localhost", "namespaces"}));
+  app.add_option("--columns", config.columns, "raw, channel, into, mpi (one alone, to profile it)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"raw", "channel", "into", "mpi"}));
+  app.add_flag("--csv", csv, "print CSV instead of a table");
+  app.add_option("--send", send_kind, "(the sender process) raw or channel")->check(CLI::IsMember({"raw", "channel"}));
+  app.add_option("--to", send_to, "(the sender process) the receiver's address");
+  app.add_option("--tree", tree, "(the sender process) the tree: LEAVESxBYTES");
+  CLI11_PARSE(app, argc, argv);
+  if (!send_kind.empty()) return run_sender(send_kind, send_to, tree, config.count);
+  return drive(config, csv);
 }

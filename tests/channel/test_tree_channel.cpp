@@ -73,6 +73,28 @@ TEST_CASE("a channel carries nested host trees, every element as sent, each layo
   CHECK(channel.stats().trees_received == 24);
 }
 
+TEST_CASE("trees recv() returned keep their values while later trees arrive, across a change of layout") {
+  TreeListener listener = TreeListener::bind("127.0.0.1:0");
+  ThreadActor actor(listener, [&](TreeChannel& channel) {
+    for (std::int64_t sequence = 0; sequence < 10; ++sequence) channel.send(channel_tree(4, sequence, kRows));
+    for (std::int64_t sequence = 10; sequence < 14; ++sequence) channel.send(channel_tree(4, sequence, 2 * kRows));
+  });
+  TreeChannel channel = accept_one(listener);
+  // All kept at once: each must view its own buffer, whatever the channel built it from.
+  std::vector<TensorTree> kept;
+  for (std::int64_t sequence = 0; sequence < 14; ++sequence) kept.push_back(channel.recv());
+  REQUIRE(actor.join().empty());
+  for (std::int64_t sequence = 0; sequence < 14; ++sequence) {
+    const TensorTree& tree = kept[static_cast<std::size_t>(sequence)];
+    REQUIRE(tree.is_consolidated());
+    TreeIdentity identity{};
+    const std::string problem = check_channel_tree(tree, sequence < 10 ? kRows : 2 * kRows, &identity);
+    INFO(sequence << ": " << problem);
+    REQUIRE(problem.empty());
+    CHECK(identity.sequence == sequence);
+  }
+}
+
 TEST_CASE("recv_into fills a tree of the sender's layout and refuses another layout, leaving it unchanged") {
   TreeListener listener = TreeListener::bind("127.0.0.1:0");
   ThreadActor actor(listener, [](TreeChannel& channel) {
