@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "channel/packed_tree.hpp"
+#include "channel/wire_tree.hpp"
 #include "tensortree/tree_channel.hpp"
 
 namespace tensortree::detail {
@@ -13,7 +13,7 @@ struct ChannelAccess {
   // this channel posted last or holds to post (null: none). Then progresses what the channel
   // sends, and posts a keepalive when it has sent nothing for a third of its timeout: the peer
   // receives only what this side offers, and must not take it for silent.
-  static void offer(TreeChannel& channel, std::shared_ptr<const PackedTree> tree);
+  static void offer(TreeChannel& channel, std::shared_ptr<const WireTree> tree);
 };
 
 }  // namespace tensortree::detail

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "channel/channel_access.hpp"
-#include "channel/packed_tree.hpp"
+#include "channel/wire_tree.hpp"
 #include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 
@@ -46,7 +46,7 @@ ChannelWeights weights_of(const TensorTree& message, const std::string& peer) {
 
 struct ChannelWeightPublisher::State {
   std::uint64_t version = 0;
-  std::shared_ptr<const detail::PackedTree> current;
+  std::shared_ptr<const detail::WireTree> current;
   detail::BufferPool buffers;  // a version's buffer is reused once no channel holds it
 };
 
@@ -65,7 +65,7 @@ std::uint64_t ChannelWeightPublisher::publish(const TensorTree& params, std::uin
                                       "and fit an int64", version, state_->version));
   }
   state_->current =
-      detail::pack_tree(version_message(params, version), state_->buffers, "ChannelWeightPublisher::publish");
+      detail::pack_wire_tree(version_message(params, version), state_->buffers, "ChannelWeightPublisher::publish");
   state_->version = version;
   return version;
 }

@@ -45,8 +45,8 @@ struct TreeChannel::State {
   Clock::time_point last_sent = Clock::now();
   detail::BufferPool outgoing;
   // Posting: the tree handed to the link last (on its way or gone) and the one waiting behind it.
-  std::shared_ptr<const detail::PackedTree> last_posted;
-  std::shared_ptr<const detail::PackedTree> waiting;
+  std::shared_ptr<const detail::WireTree> last_posted;
+  std::shared_ptr<const detail::WireTree> waiting;
 
   // Receiving: the sequence number the next frame must carry (checked as it arrives, inside
   // UCX's progress), the layout the peer announced last, and when it was last heard from.
@@ -125,7 +125,7 @@ struct TreeChannel::State {
   }
 
   // Posts a frame: its bytes are `keep`'s (null for none).
-  void post_frame(detail::FrameKind kind, std::shared_ptr<const detail::PackedTree> keep) {
+  void post_frame(detail::FrameKind kind, std::shared_ptr<const detail::WireTree> keep) {
     const auto header = detail::encode_frame({kind, send_sequence});
     const std::byte* data = keep ? keep->buffer->data() : nullptr;
     const std::size_t length = keep ? keep->message_bytes() : 0;
@@ -159,7 +159,7 @@ struct TreeChannel::State {
     ++stats.trees_sent;
   }
 
-  void post(std::shared_ptr<const detail::PackedTree> tree) {
+  void post(std::shared_ptr<const detail::WireTree> tree) {
     if (tree != last_posted) waiting = std::move(tree);
     progress_posts();
   }
@@ -307,11 +307,11 @@ void TreeChannel::send(const TensorTree& tree) {
 
 void TreeChannel::post(const TensorTree& tree) {
   state_->check_open();
-  std::shared_ptr<const detail::PackedTree> packed = detail::pack_tree(tree, state_->outgoing, "TreeChannel::post");
+  std::shared_ptr<const detail::WireTree> packed = detail::pack_wire_tree(tree, state_->outgoing, "TreeChannel::post");
   state_->guarded([&] { state_->post(std::move(packed)); });
 }
 
-void detail::ChannelAccess::offer(TreeChannel& channel, std::shared_ptr<const PackedTree> tree) {
+void detail::ChannelAccess::offer(TreeChannel& channel, std::shared_ptr<const WireTree> tree) {
   TreeChannel::State& state = *channel.state_;
   state.guarded([&] {
     if (tree) state.post(std::move(tree));

@@ -15,7 +15,7 @@
 
 namespace tensortree::detail {
 
-struct PackedTree {
+struct WireTree {
   std::shared_ptr<const Schema> schema;
   StoragePtr buffer;  // the payload, then the wire header: the data frame's bytes
 
@@ -28,6 +28,6 @@ Outgoing pack_host_tree(const TensorTree& tree, BufferPool& pool, std::string_vi
 
 // The same, with the wire header written, in a buffer from `pool` and never the tree's own: the
 // tree may change while its packed copy is on its way.
-std::shared_ptr<const PackedTree> pack_tree(const TensorTree& tree, BufferPool& pool, std::string_view op);
+std::shared_ptr<const WireTree> pack_wire_tree(const TensorTree& tree, BufferPool& pool, std::string_view op);
 
 }  // namespace tensortree::detail

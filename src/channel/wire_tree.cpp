@@ -1,4 +1,4 @@
-#include "channel/packed_tree.hpp"
+#include "channel/wire_tree.hpp"
 
 #include "core/text_format.hpp"
 #include "tensortree/error.hpp"
@@ -8,7 +8,7 @@
 
 namespace tensortree::detail {
 
-std::size_t PackedTree::message_bytes() const { return schema->total_bytes() + kWireHeaderBytes; }
+std::size_t WireTree::message_bytes() const { return schema->total_bytes() + kWireHeaderBytes; }
 
 namespace {
 
@@ -27,7 +27,7 @@ Outgoing pack_host_tree(const TensorTree& tree, BufferPool& pool, std::string_vi
                        [&pool](std::size_t nbytes, Device on) { return take_spare(pool, nbytes, on); });
 }
 
-std::shared_ptr<const PackedTree> pack_tree(const TensorTree& tree, BufferPool& pool, std::string_view op) {
+std::shared_ptr<const WireTree> pack_wire_tree(const TensorTree& tree, BufferPool& pool, std::string_view op) {
   Outgoing out = pack_host_tree(tree, pool, op);
   const Device device = out.device;
   const std::uint64_t total = out.schema->total_bytes();
@@ -38,7 +38,7 @@ std::shared_ptr<const PackedTree> pack_tree(const TensorTree& tree, BufferPool& 
     out.buffer = std::move(copy);
   }
   write_wire_header({out.schema->fingerprint(), total, 0}, out.buffer->data() + total, device);
-  auto packed = std::make_shared<PackedTree>();
+  auto packed = std::make_shared<WireTree>();
   packed->schema = std::move(out.schema);
   packed->buffer = std::move(out.buffer);
   return packed;
