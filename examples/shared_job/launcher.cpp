@@ -2,9 +2,11 @@
 // itself with a role flag), remote actors inside another node (other_node.hpp) once the learner
 // says where it listens, optionally SIGKILLs one actor halfway and starts a replacement, tells
 // the actors to stop once the learner is done, and waits for everyone, each wait bounded.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +27,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
+
+// Set by SIGINT or SIGTERM: the launcher stops the job and still removes what it made (the other
+// node's namespace and veth pair, the shared objects) rather than dying with them in place.
+volatile std::sig_atomic_t interrupted = 0;
+extern "C" void on_interrupt(int /*signal*/) { interrupted = 1; }
+
+void catch_interrupts() {
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
 
 Clock::time_point after(Clock::time_point start, double seconds) {
   return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -132,7 +147,7 @@ void Run::start_remote_actor(int id) {
 // The learner writes its listener's address once it listens; false when it ended first.
 bool Run::wait_for_address() {
   const Clock::time_point deadline = after(Clock::now(), 30);
-  while (!poll(learner_) && Clock::now() < deadline) {
+  while (!poll(learner_) && Clock::now() < deadline && interrupted == 0) {
     if (std::ifstream file(address_path(o_.name)); file >> address_) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -183,7 +198,8 @@ bool Run::run() {
       kill_and_replace(std::chrono::duration<double>(Clock::now() - start).count());
       kill_pending = false;
     }
-    if (Clock::now() >= learner_deadline) {
+    if (interrupted != 0) std::fprintf(stderr, "[launcher] interrupted: stopping the job\n");
+    if (interrupted != 0 || Clock::now() >= learner_deadline) {
       wait_until(learner_, Clock::now());
       break;
     }
@@ -220,6 +236,7 @@ bool Run::finish() {
 int run_launcher(Options o) {
   o.name = "tensortree_shared_job_" + std::to_string(::getpid());
   o.launcher_pid = ::getpid();
+  catch_interrupts();
   const int ids = actor_ids(o).end;
   remove_shared_objects(o.name, ids);
   bool ok = false;
