@@ -104,6 +104,7 @@ class Run {
   // Where the actor to kill is in actors_: the first remote one, else the first.
   std::size_t victim_index() const { return o_.remote_actors > 0 ? static_cast<std::size_t>(o_.actors) : 0; }
   void kill_and_replace(double at);
+  bool supervise();
   bool finish();
 
   Options o_;
@@ -187,8 +188,13 @@ bool Run::run() {
   if (site_ && wait_for_address()) {
     for (int id = ids_.remote_begin; id < ids_.remote_begin + o_.remote_actors; ++id) start_remote_actor(id);
   }
+  const bool killed_as_asked = supervise();
+  return finish() && killed_as_asked;
+}
 
-  // Until the learner is done: halfway through, one actor is killed and replaced.
+// Until the learner is done: halfway through, one actor is killed and replaced. False when the
+// learner ended before that could happen.
+bool Run::supervise() {
   const Clock::time_point start = Clock::now();
   const Clock::time_point kill_at = after(start, o_.seconds / 2);
   const Clock::time_point learner_deadline = after(start, o_.seconds + 60);
@@ -206,7 +212,7 @@ bool Run::run() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (kill_pending) std::fprintf(stderr, "[launcher] the learner ended before an actor could be killed\n");
-  return finish() && !kill_pending;
+  return !kill_pending;
 }
 
 // Tells the actors to stop, waits for them, and reports.
