@@ -7,8 +7,8 @@ namespace shared_job {
 
 namespace {
 
-// Runs a shell command quietly; false when it fails.
-bool run(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
+// Runs a shell command quietly (the shell's own "not found" too); false when it fails.
+bool run(const std::string& command) { return std::system(("{ " + command + "; } >/dev/null 2>&1").c_str()) == 0; }
 
 // A /24 under 10.214.0.0/16 that no interface here uses yet, starting from `id`: two jobs at once
 // must not route the same subnet over two veth pairs. (The channel tests use 10.213.)
