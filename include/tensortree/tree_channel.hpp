@@ -24,6 +24,10 @@
 
 namespace tensortree {
 
+namespace detail {
+struct ChannelAccess;
+}
+
 struct ChannelOptions {
   // The longest any call waits on the peer: a connect that is not accepted, a send the peer does
   // not take, and the silence of a peer (no tree and no keepalive) that a receiver tolerates.
@@ -97,7 +101,7 @@ class TT_API TreeChannel {
  private:
   explicit TreeChannel(std::unique_ptr<State> state);
   friend class TreeListener;
-  friend class ChannelWeightPublisher;  // posts one packed version to every channel
+  friend struct detail::ChannelAccess;  // posts one packed tree to many channels (the weights)
   std::unique_ptr<State> state_;
 };
 

@@ -3,8 +3,10 @@
 // schema with Schema::decode and a tree's wire header with read_wire_header, as tree_comm does.
 #include "tensortree/tree_channel.hpp"
 
+#include <thread>
 #include <utility>
 
+#include "channel/channel_access.hpp"
 #include "channel/channel_frame.hpp"
 #include "core/buffer_pool.hpp"
 #include "core/text_format.hpp"
@@ -39,7 +41,11 @@ struct TreeChannel::State {
   std::uint64_t sent_fingerprint = 0;
   bool sent_schema = false;
   std::uint64_t send_sequence = 0;
+  Clock::time_point last_sent = Clock::now();
   detail::BufferPool outgoing;
+  // Posting: the tree handed to the link last (on its way or gone) and the one waiting behind it.
+  std::shared_ptr<const detail::PackedTree> last_posted;
+  std::shared_ptr<const detail::PackedTree> waiting;
 
   // Receiving: the sequence number the next frame must carry (checked as it arrives, inside
   // UCX's progress), the layout the peer announced last, and when it was last heard from.
@@ -108,39 +114,85 @@ struct TreeChannel::State {
     const auto header = detail::encode_frame({kind, send_sequence});
     link->send(header, data, length, Clock::now() + options.timeout);
     ++send_sequence;
+    last_sent = Clock::now();
   }
 
-  // The tree's bytes with room for the wire header behind them. A tree the channel cannot carry is
-  // the caller's mistake: NotSupported, and the channel stays open.
-  detail::Outgoing pack(const TensorTree& tree) {
-    constexpr std::string_view op = "TreeChannel::send";
-    const Device device = detail::device_of(tree, op);
-    if (!device.is_cpu()) {
-      throw NotSupported(fmt::format("{}: the tree is on {}; channels carry host trees (to(cpu) first)", op, device));
-    }
-    return detail::pack_for_wire(tree, device, kWireHeaderBytes, [this](std::size_t nbytes, Device on) {
-      return outgoing.take(nbytes, on, [&] { return Storage::allocate(nbytes, on); });
-    });
+  // Posts a frame: its bytes are `keep`'s (null for none).
+  void post_frame(detail::FrameKind kind, std::shared_ptr<const detail::PackedTree> keep) {
+    const auto header = detail::encode_frame({kind, send_sequence});
+    const std::byte* data = keep ? keep->buffer->data() : nullptr;
+    const std::size_t length = keep ? keep->message_bytes() : 0;
+    link->post(header, data, length, std::move(keep), Clock::now() + options.timeout);
+    ++send_sequence;
+    last_sent = Clock::now();
+  }
+
+  void keep_alive_if_quiet() {
+    if (Clock::now() - last_sent < options.timeout / 3) return;
+    post_frame(detail::FrameKind::Keepalive, nullptr);
+    ++stats.keepalives_sent;
+  }
+
+  // The layout goes first where the peer does not hold it: after a connect, or when it changed.
+  void send_layout(const Schema& layout) {
+    if (sent_schema && sent_fingerprint == layout.fingerprint()) return;
+    const std::vector<std::byte> encoded = layout.encode();
+    send_frame(detail::FrameKind::Schema, encoded.data(), encoded.size());
+    sent_schema = true;
+    sent_fingerprint = layout.fingerprint();
+    ++stats.schemas_sent;
   }
 
   void send(const detail::Outgoing& out) {
+    flush_posts(Clock::now() + options.timeout);
     const std::uint64_t total = out.schema->total_bytes();
-    if (!sent_schema || sent_fingerprint != out.schema->fingerprint()) {
-      const std::vector<std::byte> encoded = out.schema->encode();
-      send_frame(detail::FrameKind::Schema, encoded.data(), encoded.size());
-      sent_schema = true;
-      sent_fingerprint = out.schema->fingerprint();
-      ++stats.schemas_sent;
-    }
+    send_layout(*out.schema);
     detail::write_wire_header({out.schema->fingerprint(), total, 0}, out.buffer->data() + total, out.device);
     send_frame(detail::FrameKind::Data, out.buffer->data(), total + kWireHeaderBytes);
     ++stats.trees_sent;
+  }
+
+  void post(std::shared_ptr<const detail::PackedTree> tree) {
+    if (tree != last_posted) waiting = std::move(tree);
+    progress_posts();
+  }
+
+  // Hands the waiting tree to the link once the one before it has gone (its layout, a small
+  // message, is sent first when needed). True when nothing is left to send.
+  bool progress_posts() {
+    if (link->posted() > 0) return false;
+    if (!waiting) return true;
+    last_posted = std::move(waiting);
+    send_layout(*last_posted->schema);
+    post_frame(detail::FrameKind::Data, last_posted);
+    ++stats.trees_sent;
+    return link->posted() == 0;
+  }
+
+  // A failure of the link met while sending is thrown by receive() too, after the messages that
+  // arrived before it: a receiver takes what its peer sent before going.
+  void progress_posts_before_receiving() {
+    if (link->failed()) return;
+    try {
+      progress_posts();
+    } catch (const Error&) {
+      if (!link->failed()) throw;
+    }
+  }
+
+  bool flush_posts(Clock::time_point until) {
+    while (!progress_posts()) {
+      if (Clock::now() >= until) return false;
+      std::this_thread::yield();
+    }
+    return true;
   }
 
   // The next tree that arrived by `until`; nullopt when none did. Timeout when the peer has been
   // silent for longer than the channel's timeout.
   std::optional<ArrivedTree> next_tree(Clock::time_point until) {
     for (;;) {
+      progress_posts_before_receiving();
       const Clock::time_point silent_limit = last_heard + options.timeout;
       const Clock::time_point now = Clock::now();
       // A caller that came back after longer than the timeout first takes what arrived meanwhile:
@@ -227,12 +279,32 @@ TreeChannel TreeChannel::connect(const std::string& address, const ChannelOption
 
 void TreeChannel::send(const TensorTree& tree) {
   state_->check_open();
-  const detail::Outgoing out = state_->pack(tree);
+  // A tree the channel cannot carry is the caller's mistake: NotSupported, and the channel stays open.
+  const detail::Outgoing out = detail::pack_host_tree(tree, state_->outgoing, "TreeChannel::send");
   state_->guarded([&] { state_->send(out); });
+}
+
+void TreeChannel::post(const TensorTree& tree) {
+  state_->check_open();
+  std::shared_ptr<const detail::PackedTree> packed = detail::pack_tree(tree, state_->outgoing, "TreeChannel::post");
+  state_->guarded([&] { state_->post(std::move(packed)); });
+}
+
+void detail::ChannelAccess::offer(TreeChannel& channel, std::shared_ptr<const PackedTree> tree) {
+  TreeChannel::State& state = *channel.state_;
+  state.guarded([&] {
+    if (tree) state.post(std::move(tree));
+    state.keep_alive_if_quiet();
+  });
+}
+
+bool TreeChannel::flush(std::chrono::milliseconds wait) {
+  return state_->guarded([&] { return state_->flush_posts(Clock::now() + wait); });
 }
 
 void TreeChannel::keepalive() {
   state_->guarded([&] {
+    state_->flush_posts(Clock::now() + state_->options.timeout);
     state_->send_frame(detail::FrameKind::Keepalive, nullptr, 0);
     ++state_->stats.keepalives_sent;
   });

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "channel_learner.hpp"
+#include "thread_actor.hpp"
 #include "tensortree/replay_buffer.hpp"
 
 using namespace tensortree;
@@ -20,36 +21,6 @@ using namespace tensortree::test;
 namespace {
 
 ChannelOptions short_timeout() { return {.timeout = 1500ms}; }
-
-// An actor on a thread of this process, with a UCX node of its own: `body` runs with a channel
-// connected to `listener`. join() returns what it threw ("" when it finished); Catch's checks stay
-// on the test's thread.
-class ThreadActor {
- public:
-  ThreadActor(const TreeListener& listener, std::function<void(TreeChannel&)> body)
-      : thread_([this, address = listener.address(), body = std::move(body)] {
-          try {
-            TreeChannel channel = TreeChannel::connect(address);
-            body(channel);
-          } catch (const std::exception& e) {
-            error_ = e.what();
-          }
-        }) {}
-  ~ThreadActor() {
-    if (thread_.joinable()) thread_.join();
-  }
-  ThreadActor(const ThreadActor&) = delete;
-  ThreadActor& operator=(const ThreadActor&) = delete;
-
-  std::string join() {
-    thread_.join();
-    return error_;
-  }
-
- private:
-  std::string error_;
-  std::thread thread_;
-};
 
 int open_descriptors() {
   int count = 0;

@@ -44,6 +44,15 @@ class Link {
   // also fails the link, when `deadline` passes first.
   virtual void send(std::span<const std::byte> header, const std::byte* data, std::size_t length,
                     Clock::time_point deadline) = 0;
+  // Starts sending as send() does and returns at once. `keep` holds the bytes (and whatever else the
+  // caller needs alive) until the message has gone; the header is copied. Messages go in the order
+  // they were posted. The link fails with Timeout when one has not gone by `deadline`.
+  virtual void post(std::span<const std::byte> header, const std::byte* data, std::size_t length,
+                    std::shared_ptr<const void> keep, Clock::time_point deadline) = 0;
+  // Progresses the node once without waiting (its other links and connections too) and returns
+  // how many posted messages are still on their way; throws the link's failure (a posted message
+  // that failed or outlived its deadline).
+  virtual std::size_t posted() = 0;
   // The oldest message that arrived whole, progressing the node until one has; nullopt when
   // `deadline` passes first. Messages that arrived before the link failed are still returned;
   // then it throws the failure.

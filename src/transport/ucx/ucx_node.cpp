@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <optional>
@@ -43,6 +44,16 @@ constexpr auto kGiveUpWait = std::chrono::milliseconds(100);
 struct Completion {
   bool done = false;
   ucs_status_t status = UCS_OK;
+};
+
+// A message posted without waiting: its own copy of the header (UCX reads it until the send
+// completes), the completion its callback writes, and what keeps the bytes alive until then.
+struct PostedMessage {
+  std::array<std::byte, kMaxHeaderBytes> header{};
+  Completion completion;
+  void* request = nullptr;  // null once the send completed
+  std::shared_ptr<const void> keep;
+  Clock::time_point deadline;
 };
 
 void on_send_done(void*, ucs_status_t status, void* user_data) {
@@ -106,7 +117,10 @@ class LinkImpl final : public Link {
  public:
   LinkImpl(std::shared_ptr<NodeImpl> node, Placement placement, std::string peer)
       : node_(std::move(node)), placement_(std::move(placement)), peer_(std::move(peer)) {}
-  ~LinkImpl() override { close_endpoint(); }
+  ~LinkImpl() override {
+    close_endpoint();
+    release_posted();
+  }
 
   // Creates the endpoint `params` describe, with this link's peer-failure handling.
   ucs_status_t open(ucp_ep_params_t params) {
@@ -151,6 +165,36 @@ class LinkImpl final : public Link {
           PeerLost(fmt::format("send: the message to {} failed ({})", peer_, ucs_status_string(*status)))));
     }
     rethrow_failure();
+  }
+
+  void post(std::span<const std::byte> header, const std::byte* data, std::size_t length,
+            std::shared_ptr<const void> keep, Clock::time_point deadline) override {
+    rethrow_failure();
+    if (header.size() > kMaxHeaderBytes) throw InvalidArgument("post: a message header of more than 64 bytes");
+    auto message = std::make_unique<PostedMessage>();
+    std::memcpy(message->header.data(), header.data(), header.size());
+    message->keep = std::move(keep);
+    message->deadline = deadline;
+    ucp_request_param_t param = callback_param(&message->completion);
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_AM_SEND_FLAG_REPLY;
+    const ucs_status_ptr_t request =
+        ucp_am_send_nbx(ep_, kMessageId, message->header.data(), header.size(), data, length, &param);
+    if (request == nullptr) return;  // gone already
+    if (UCS_PTR_IS_ERR(request)) {
+      mark_failed(std::make_exception_ptr(PeerLost(fmt::format(
+          "post: the message to {} failed ({})", peer_, ucs_status_string(UCS_PTR_STATUS(request))))));
+      rethrow_failure();
+    }
+    message->request = request;
+    posted_.push_back(std::move(message));
+  }
+
+  std::size_t posted() override {
+    ucp_worker_progress(node_->worker());
+    reap_posted();
+    rethrow_failure();
+    return posted_.size();
   }
 
   std::optional<Arrival> receive(Clock::time_point deadline) override {
@@ -235,6 +279,31 @@ class LinkImpl final : public Link {
     std::rethrow_exception(failure_);
   }
 
+  // Lets go of the posted messages that have gone; fails the link when one failed or the oldest
+  // outlived its deadline.
+  void reap_posted() {
+    while (!posted_.empty() && posted_.front()->completion.done) {
+      const std::unique_ptr<PostedMessage> message = std::move(posted_.front());
+      posted_.pop_front();
+      ucp_request_free(message->request);
+      if (message->completion.status != UCS_OK) {
+        mark_failed(std::make_exception_ptr(PeerLost(fmt::format("post: the message to {} failed ({})", peer_,
+                                                                 ucs_status_string(message->completion.status)))));
+      }
+    }
+    if (!posted_.empty() && !failure_ && Clock::now() >= posted_.front()->deadline) {
+      fail_now(std::make_exception_ptr(
+          Timeout(fmt::format("post: {} did not take a posted message in time", peer_))));
+    }
+  }
+
+  // Posted messages not gone when the link closes: the endpoint was closed with force, which
+  // cancels them; released, their requests call back no more, and their bytes may go.
+  void release_posted() {
+    for (const std::unique_ptr<PostedMessage>& message : posted_) ucp_request_free(message->request);
+    posted_.clear();
+  }
+
   // A healthy link flushes what it sent and waits for that; a link this end gave up on (garbage,
   // silence) starts the same close, which tells the peer, and waits briefly; one whose peer is
   // gone, or whose operation is abandoned (`force`), is released at once.
@@ -242,6 +311,8 @@ class LinkImpl final : public Link {
     if (!ep_) return;
     const ucp_ep_h ep = std::exchange(ep_, nullptr);
     node_->remove(ep, this);
+    // A failed link's posted messages will not go: cancelled with the endpoint.
+    if (failure_ && !posted_.empty()) force = true;
     if (force || peer_gone_) {
       node_->close(ep, UCP_EP_CLOSE_FLAG_FORCE, Clock::duration::zero());
     } else {
@@ -254,6 +325,7 @@ class LinkImpl final : public Link {
   std::string peer_;
   ucp_ep_h ep_ = nullptr;
   std::deque<Arrival> arrivals_;
+  std::deque<std::unique_ptr<PostedMessage>> posted_;  // in the order posted
   std::exception_ptr failure_;
   bool peer_gone_ = false;  // UCX reported the connection broken
 };

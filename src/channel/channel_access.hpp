@@ -1,0 +1,19 @@
+// What the channel layer does with a TreeChannel beyond its public calls.
+#pragma once
+
+#include <memory>
+
+#include "channel/packed_tree.hpp"
+#include "tensortree/tree_channel.hpp"
+
+namespace tensortree::detail {
+
+struct ChannelAccess {
+  // TreeChannel::post of a tree packed already and shared with other channels, unless it is the one
+  // this channel posted last or holds to post (null: none). Then progresses what the channel
+  // sends, and posts a keepalive when it has sent nothing for a third of its timeout: the peer
+  // receives only what this side offers, and must not take it for silent.
+  static void offer(TreeChannel& channel, std::shared_ptr<const PackedTree> tree);
+};
+
+}  // namespace tensortree::detail
