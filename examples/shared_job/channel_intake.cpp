@@ -53,6 +53,7 @@ std::int64_t ChannelIntake::poll(ReplayBuffer& replay, const RowRules& rules) {
   for (Source& source : sources_) {
     if (!source.ended.empty()) continue;
     try {
+      weights_.offer_to(source.channel);
       wrong += take(source, replay, rules);
     } catch (const Error& error) {
       end(source, std::string(error_kind(error)) + ": " + error.what());

@@ -1,8 +1,9 @@
 // The learner's side of the remote actors: a listener, the channels remote actors open at any time,
 // and what arrives on each. Every turn of the learner's loop it accepts a channel if one is
-// waiting, takes the trajectories that arrived (every element checked, then extended into the
-// same replay buffer the local actors fill), and drops a channel that fails with a line naming
-// its actor and why; the learner carries on with the others.
+// waiting, offers each channel the newest weight version (ChannelWeightPublisher: posted, so the
+// learner never waits for an actor), takes the trajectories that arrived (every element checked,
+// then extended into the same replay buffer the local actors fill), and drops a channel that
+// fails with a line naming its actor and why; the learner carries on with the others.
 #pragma once
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "job.hpp"
+#include "tensortree/channel_weights.hpp"
 #include "tensortree/replay_buffer.hpp"
 #include "tensortree/tree_channel.hpp"
 #include "values.hpp"
@@ -22,6 +24,10 @@ class ChannelIntake {
  public:
   // Binds the listener on o.listen and writes its address to address_path(o.name) for the launcher.
   explicit ChannelIntake(const Options& o);
+
+  // Makes `params` the version every channel is offered next, under the number the learner's
+  // WeightPublisher gave it: the same versions and policy lag on both sides.
+  void publish(const tensortree::TensorTree& params, std::uint64_t version) { weights_.publish(params, version); }
 
   // One turn of the learner's loop; returns at once when nothing waits. Returns the wrong elements
   // in what arrived (such a trajectory is not extended, and its channel is ended).
@@ -59,6 +65,7 @@ class ChannelIntake {
   Options options_;
   ActorIds ids_;
   tensortree::TreeListener listener_;
+  tensortree::ChannelWeightPublisher weights_;
   std::vector<Source> sources_;
   Clock::time_point start_;
 };

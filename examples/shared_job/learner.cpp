@@ -73,12 +73,15 @@ void print_table(double t, std::uint64_t inserted, std::uint64_t version, const 
 int run_learner(const Options& o) {
   ReplayBuffer replay = ReplayBuffer::create(replay_path(o.name), {.capacity = o.capacity});
   WeightPublisher publisher(policy_name(o.name), {.replace = true});
-  const TensorTree params = make_params(o.params);
-  fill_params(params, 1);
-  publisher.publish(params);
-  // After the first publish: remote actors start from version 1 (remote_actor.cpp).
   std::optional<ChannelIntake> intake;
   if (!o.listen.empty()) intake.emplace(o);
+  const TensorTree params = make_params(o.params);
+  const auto publish = [&](std::int64_t version) {
+    fill_params(params, version);
+    publisher.publish(params);
+    if (intake) intake->publish(params, publisher.version());
+  };
+  publish(1);
 
   const ActorIds ids = actor_ids(o);
   RowRules rules{o.steps, ids.end, 1, o.params};
@@ -96,10 +99,7 @@ int run_learner(const Options& o) {
     totals.add(drop_stale_rows(sample.batch, rules.newest_version, o.max_lag).lag);
     totals.rows += o.batch;
     for (const auto& [path, leaf] : sample.batch.leaves()) totals.bytes += static_cast<double>(leaf.nbytes());
-    if (++totals.samples % o.publish_every == 0) {
-      fill_params(params, rules.newest_version + 1);
-      publisher.publish(params);
-    }
+    if (++totals.samples % o.publish_every == 0) publish(rules.newest_version + 1);
     if (t >= next_report) {
       print_progress(t, publisher.version(), replay.inserted(), totals);
       next_report += 1.0;
