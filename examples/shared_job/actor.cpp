@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "acting.hpp"
 #include "actor_phase.hpp"
 #include "job.hpp"
 #include "tensortree/error.hpp"
@@ -26,9 +27,9 @@ namespace {
 // Waits (at most 10 s) for the learner's first publish, in short steps, so that an actor started
 // as the run ends (a replacement) sees the stop file and leaves, rather than waiting for a
 // publication the learner has already removed. Empty when the run is over.
-std::optional<WeightSubscriber> subscribe(const Options& o, const std::filesystem::path& stop) {
+std::optional<WeightSubscriber> subscribe(const Options& o) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!std::filesystem::exists(stop)) {
+  while (!std::filesystem::exists(stop_path(o.name))) {
     try {
       return WeightSubscriber(policy_name(o.name), {.timeout = std::chrono::milliseconds(100)});
     } catch (const Timeout&) {
@@ -41,8 +42,7 @@ std::optional<WeightSubscriber> subscribe(const Options& o, const std::filesyste
 }  // namespace
 
 int run_actor(const Options& o) {
-  const std::filesystem::path stop = stop_path(o.name);
-  const std::optional<WeightSubscriber> weights = subscribe(o, stop);
+  const std::optional<WeightSubscriber> weights = subscribe(o);
   if (!weights) return 0;
   // The learner creates the buffer before its first publish: once the weights are there, so is it.
   ReplayBuffer replay = ReplayBuffer::open(replay_path(o.name));
@@ -50,18 +50,13 @@ int run_actor(const Options& o) {
   ActorPhase phase = ActorPhase::create(phase_path(o.name, o.actor_id));
 
   std::int64_t trajectories = 0;
-  while (!std::filesystem::exists(stop) && ::getppid() == o.launcher_pid) {
+  while (run_goes_on(o)) {
     phase.set(Phase::Acting);
     {
       WeightLease lease = weights->latest();
       const auto version = static_cast<std::int64_t>(lease.version());
-      if (const std::int64_t wrong = wrong_param_elements(lease.tree(), version); wrong != 0) {
-        std::fprintf(stderr, "[actor %d] %" PRId64 " wrong elements in the weights of version %" PRId64 "\n",
-                     o.actor_id, wrong, version);
-        return 1;
-      }
-      fill_trajectory(trajectory, o.actor_id, trajectories, lease.tree(), version);
-      if (o.corrupt && o.actor_id == 0) trajectory.get("observation").data<float>()[0] += 1;
+      check_weights(o, lease.tree(), version);
+      act(o, trajectory, trajectories, lease.tree(), version);
     }
     phase.set(Phase::Extending);
     replay.extend(trajectory);

@@ -1,24 +1,25 @@
 // The launcher: starts the learner and the actors as processes of this program (posix_spawn of
-// itself with a role flag), optionally SIGKILLs one actor halfway and starts a replacement, tells
+// itself with a role flag), remote actors inside another node (other_node.hpp) once the learner
+// says where it listens, optionally SIGKILLs one actor halfway and starts a replacement, tells
 // the actors to stop once the learner is done, and waits for everyone, each wait bounded.
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <stdexcept>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "actor_phase.hpp"
+#include "child.hpp"
 #include "job.hpp"
-
-extern char** environ;
+#include "other_node.hpp"
 
 namespace shared_job {
 
@@ -27,71 +28,43 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
-struct Child {
-  std::string label;   // "learner" or "actor N"
-  pid_t pid = 0;
-  int status = 0;      // waitpid's, once exited
-  bool exited = false;
-  bool killed_on_purpose = false;
-};
+// Set by SIGINT or SIGTERM: the launcher stops the job and still removes what it made (the other
+// node's namespace and veth pair, the shared objects) rather than dying with them in place.
+volatile std::sig_atomic_t interrupted = 0;
+extern "C" void on_interrupt(int /*signal*/) { interrupted = 1; }
 
-pid_t spawn(const fs::path& exe, const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  std::string program = exe.string();
-  argv.push_back(program.data());
-  std::vector<std::string> copy = args;
-  for (std::string& arg : copy) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (const int error = ::posix_spawn(&pid, program.c_str(), nullptr, nullptr, argv.data(), environ); error != 0) {
-    throw std::runtime_error("posix_spawn of " + program + " failed: error " + std::to_string(error));
-  }
-  return pid;
-}
-
-bool poll(Child& child) {
-  if (!child.exited && ::waitpid(child.pid, &child.status, WNOHANG) == child.pid) child.exited = true;
-  return child.exited;
-}
-
-// Waits until `child` exits or `deadline` passes; then SIGKILLs it. True when it exited by itself.
-bool wait_until(Child& child, Clock::time_point deadline) {
-  while (!poll(child)) {
-    if (Clock::now() >= deadline) {
-      std::fprintf(stderr, "[launcher] %s (pid %d) did not finish in time: killing it\n", child.label.c_str(),
-                   child.pid);
-      ::kill(child.pid, SIGKILL);
-      ::waitpid(child.pid, &child.status, 0);
-      child.exited = true;
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
+void catch_interrupts() {
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
 }
 
 Clock::time_point after(Clock::time_point start, double seconds) {
   return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-bool succeeded(const Child& child) { return WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0; }
-
-std::string describe(const Child& child) {
-  if (WIFEXITED(child.status)) return "exit " + std::to_string(WEXITSTATUS(child.status));
-  if (WIFSIGNALED(child.status)) return "signal " + std::to_string(WTERMSIG(child.status));
-  return "status " + std::to_string(child.status);
-}
-
 void remove_shared_objects(const std::string& name, int actor_ids) {
   std::error_code ignored;
   for (int id = 0; id < actor_ids; ++id) fs::remove(phase_path(name, id), ignored);
   fs::remove_all(replay_path(name), ignored);
-  fs::remove(stop_path(name), ignored);
+  for (const fs::path& path : {stop_path(name), address_path(name), kill_note_path(name)}) fs::remove(path, ignored);
   fs::remove(fs::path("/dev/shm") / policy_name(name), ignored);
 }
 
-// SIGKILLs `victim`, if it can in the middle of an extend: it waits (bounded) until the actor's
-// phase word says Extending and sends the signal then. Returns what it did, for the report.
+// Another node for the remote actors, or this host's loopback when none can be made (said so).
+RemoteSite remote_site(std::unique_ptr<OtherNode>& node) {
+  std::string why;
+  node = OtherNode::make(::getpid(), why);
+  if (node) return node->site();
+  std::printf("[launcher] no network namespace for the remote actors (%s): they run on 127.0.0.1 instead\n",
+              why.c_str());
+  return loopback_site();
+}
+
+// SIGKILLs a local actor, if it can in the middle of an extend: it waits (bounded) until the
+// actor's phase word says Extending and sends the signal then. Returns what it did, for the report.
 std::string kill_mid_extend(const std::string& name, int id, Child& victim) {
   ActorPhase phase;
   const Clock::time_point deadline = after(Clock::now(), 2);
@@ -101,71 +74,154 @@ std::string kill_mid_extend(const std::string& name, int id, Child& victim) {
   bool mid_extend = false;
   // A tight loop: an extend takes microseconds.
   while (!mid_extend && Clock::now() < deadline) mid_extend = phase.get() == Phase::Extending;
-  ::kill(victim.pid, SIGKILL);
-  ::waitpid(victim.pid, &victim.status, 0);
-  victim.exited = true;
-  victim.killed_on_purpose = true;
+  kill_now(victim);
   return "killed " + victim.label + " (pid " + std::to_string(victim.pid) + ", SIGKILL" +
          (mid_extend ? " while it was extending the buffer)" : ")");
 }
 
-}  // namespace
+// SIGKILLs a remote actor, first noting when, so that the learner can say how long its channel
+// took to notice.
+std::string kill_remote(const std::string& name, int id, Child& victim) {
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch());
+  std::ofstream(kill_note_path(name)) << id << ' ' << now.count() << '\n';
+  kill_now(victim);
+  return "killed " + victim.label + " (pid " + std::to_string(victim.pid) + ", SIGKILL, mid-run on its channel)";
+}
 
-int run_launcher(Options o) {
-  o.name = "tensortree_shared_job_" + std::to_string(::getpid());
-  o.launcher_pid = ::getpid();
-  const int max_actor_ids = o.actors + (o.kill_actor ? 1 : 0);
-  remove_shared_objects(o.name, max_actor_ids);
-  const fs::path exe = fs::read_symlink("/proc/self/exe");
-  const std::vector<std::string> flags = run_flags(o);
-  const auto with = [&flags](std::vector<std::string> more) {
-    more.insert(more.begin(), flags.begin(), flags.end());
-    return more;
-  };
-  const auto start_actor = [&](int id) {
-    return Child{"actor " + std::to_string(id),
-                 spawn(exe, with({"--role", "actor", "--actor-id", std::to_string(id)}))};
-  };
+// One run: the processes and how to start them.
+class Run {
+ public:
+  explicit Run(const Options& o) : o_(o), ids_(actor_ids(o)), exe_(fs::read_symlink("/proc/self/exe")) {}
 
-  std::printf("[launcher] %d actors and a learner through %s and /dev/shm/%s, %.1f s\n", o.actors,
-              replay_path(o.name).c_str(), policy_name(o.name).c_str(), o.seconds);
+  bool run();
+
+ private:
+  std::vector<std::string> command(std::vector<std::string> role) const;
+  void start_learner();
+  void start_actor(int id);
+  void start_remote_actor(int id);
+  bool wait_for_address();
+  // Where the actor to kill is in actors_: the first remote one, else the first.
+  std::size_t victim_index() const { return o_.remote_actors > 0 ? static_cast<std::size_t>(o_.actors) : 0; }
+  void kill_and_replace(double at);
+  bool supervise();
+  bool finish();
+
+  Options o_;
+  ActorIds ids_;
+  fs::path exe_;
+  std::unique_ptr<OtherNode> node_;  // outlives the remote actors: declared before them
+  std::optional<RemoteSite> site_;   // with remote actors
+  std::string address_;              // the learner's listener
+  Child learner_;
+  std::vector<Child> actors_;        // local and remote, the killed one included
+  std::string kill_report_;
+};
+
+std::vector<std::string> Run::command(std::vector<std::string> role) const {
+  std::vector<std::string> line{exe_.string()};
+  const std::vector<std::string> flags = run_flags(o_);
+  line.insert(line.end(), flags.begin(), flags.end());
+  line.insert(line.end(), role.begin(), role.end());
+  return line;
+}
+
+void Run::start_learner() {
+  std::vector<std::string> role{"--role", "learner"};
+  if (site_) role.insert(role.end(), {"--listen", site_->listen});
+  learner_ = {"learner", spawn(command(role), site_ ? site_->learner_env : std::vector<std::string>{})};
+}
+
+void Run::start_actor(int id) {
+  actors_.push_back({"actor " + std::to_string(id), spawn(command({"--role", "actor", "--actor-id", std::to_string(id)}))});
+}
+
+void Run::start_remote_actor(int id) {
+  std::vector<std::string> line = site_->actor_prefix;
+  const std::vector<std::string> actor =
+      command({"--role", "remote-actor", "--actor-id", std::to_string(id), "--address", address_});
+  line.insert(line.end(), actor.begin(), actor.end());
+  // `ip netns exec` and `env` exec the program in place: the pid is the actor's.
+  actors_.push_back({"remote actor " + std::to_string(id), spawn(line)});
+}
+
+// The learner writes its listener's address once it listens; false when it ended first.
+bool Run::wait_for_address() {
+  const Clock::time_point deadline = after(Clock::now(), 30);
+  while (!poll(learner_) && Clock::now() < deadline && interrupted == 0) {
+    if (std::ifstream file(address_path(o_.name)); file >> address_) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::fprintf(stderr, "[launcher] the learner gave no address for the remote actors\n");
+  return false;
+}
+
+// Kills the first remote actor (or local actor 0 when there are no remote ones) and starts a
+// replacement under the last id.
+void Run::kill_and_replace(double at) {
+  const bool remote = o_.remote_actors > 0;
+  const int victim_id = remote ? ids_.remote_begin : 0;
+  Child& victim = actors_[victim_index()];
+  victim.killed_on_purpose = true;
+  std::string report = remote ? kill_remote(o_.name, victim_id, victim) : kill_mid_extend(o_.name, victim_id, victim);
+  if (remote) {
+    start_remote_actor(ids_.end - 1);
+  } else {
+    start_actor(ids_.local_end - 1);
+  }
+  char when[64];
+  std::snprintf(when, sizeof when, " at %.1f s", at);
+  kill_report_ = "[launcher] " + report + when + " and started " + actors_.back().label + " (pid " +
+                 std::to_string(actors_.back().pid) + ") in its place";
+  std::printf("%s\n", kill_report_.c_str());
   std::fflush(stdout);
-  Child learner{"learner",
-                spawn(exe, with({"--role", "learner", "--max-actor-ids", std::to_string(max_actor_ids)}))};
-  std::vector<Child> actors;
-  for (int id = 0; id < o.actors; ++id) actors.push_back(start_actor(id));
+}
 
-  // Until the learner is done: halfway through, the first actor is killed and replaced.
+bool Run::run() {
+  if (o_.remote_actors > 0) site_ = remote_site(node_);
+  std::printf("[launcher] %d actors and a learner through %s and /dev/shm/%s, %.1f s\n", o_.actors,
+              replay_path(o_.name).c_str(), policy_name(o_.name).c_str(), o_.seconds);
+  if (site_) std::printf("[launcher] %d remote actors in %s\n", o_.remote_actors, site_->description.c_str());
+  std::fflush(stdout);
+  start_learner();
+  for (int id = 0; id < o_.actors; ++id) start_actor(id);
+  if (site_ && wait_for_address()) {
+    for (int id = ids_.remote_begin; id < ids_.remote_begin + o_.remote_actors; ++id) start_remote_actor(id);
+  }
+  const bool killed_as_asked = supervise();
+  return finish() && killed_as_asked;
+}
+
+// Until the learner is done: halfway through, one actor is killed and replaced. False when the
+// learner ended before that could happen.
+bool Run::supervise() {
   const Clock::time_point start = Clock::now();
-  const Clock::time_point kill_at = after(start, o.seconds / 2);
-  const Clock::time_point learner_deadline = after(start, o.seconds + 60);
-  bool kill_pending = o.kill_actor;
-  std::string kill_report;
-  while (!poll(learner)) {
+  const Clock::time_point kill_at = after(start, o_.seconds / 2);
+  const Clock::time_point learner_deadline = after(start, o_.seconds + 60);
+  bool kill_pending = o_.kill_actor && victim_index() < actors_.size();  // remote ones may not have started
+  while (!poll(learner_)) {
     if (kill_pending && Clock::now() >= kill_at) {
-      const double at = std::chrono::duration<double>(Clock::now() - start).count();
-      kill_report = kill_mid_extend(o.name, 0, actors.front());
+      kill_and_replace(std::chrono::duration<double>(Clock::now() - start).count());
       kill_pending = false;
-      actors.push_back(start_actor(o.actors));
-      char line[64];
-      std::snprintf(line, sizeof line, " at %.1f s", at);
-      kill_report = "[launcher] " + kill_report + line + " and started " + actors.back().label + " (pid " +
-                    std::to_string(actors.back().pid) + ") in its place";
-      std::printf("%s\n", kill_report.c_str());
-      std::fflush(stdout);
     }
-    if (Clock::now() >= learner_deadline) {
-      wait_until(learner, Clock::now());
+    if (interrupted != 0) std::fprintf(stderr, "[launcher] interrupted: stopping the job\n");
+    if (interrupted != 0 || Clock::now() >= learner_deadline) {
+      wait_until(learner_, Clock::now());
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  if (kill_pending) std::fprintf(stderr, "[launcher] the learner ended before an actor could be killed\n");
+  return !kill_pending;
+}
 
-  std::ofstream(stop_path(o.name)).put('\n');
-  bool ok = succeeded(learner) && !kill_pending;
+// Tells the actors to stop, waits for them, and reports.
+bool Run::finish() {
+  std::ofstream(stop_path(o_.name)).put('\n');
+  bool ok = succeeded(learner_);
   const Clock::time_point actors_deadline = after(Clock::now(), 20);
   int finished = 0;
-  for (Child& actor : actors) {
+  for (Child& actor : actors_) {
     if (actor.killed_on_purpose) continue;
     if (wait_until(actor, actors_deadline) && succeeded(actor)) {
       ++finished;
@@ -175,12 +231,26 @@ int run_launcher(Options o) {
       ok = false;
     }
   }
-  remove_shared_objects(o.name, max_actor_ids);
+  if (!kill_report_.empty()) std::printf("%s; the learner carried on\n", kill_report_.c_str());
+  std::printf("[launcher] learner: %s; actors: %d finished cleanly%s; %s\n", describe(learner_).c_str(), finished,
+              kill_report_.empty() ? "" : " (one more killed and replaced)", ok ? "every check passed" : "FAILED");
+  return ok;
+}
 
-  if (!kill_report.empty()) std::printf("%s; the learner carried on\n", kill_report.c_str());
-  if (kill_pending) std::fprintf(stderr, "[launcher] the learner ended before an actor could be killed\n");
-  std::printf("[launcher] learner: %s; actors: %d finished cleanly%s; %s\n", describe(learner).c_str(), finished,
-              kill_report.empty() ? "" : " (one more killed and replaced)", ok ? "every check passed" : "FAILED");
+}  // namespace
+
+int run_launcher(Options o) {
+  o.name = "tensortree_shared_job_" + std::to_string(::getpid());
+  o.launcher_pid = ::getpid();
+  catch_interrupts();
+  const int ids = actor_ids(o).end;
+  remove_shared_objects(o.name, ids);
+  bool ok = false;
+  {
+    Run run(o);
+    ok = run.run();
+  }  // the other node goes here, once its actors are done
+  remove_shared_objects(o.name, ids);
   return ok ? 0 : 1;
 }
 

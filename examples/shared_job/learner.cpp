@@ -1,11 +1,14 @@
 // The learner: creates the replay buffer and the weight publication, samples batches and checks
 // every element of each, publishes a new version every `publish_every` samples, and reports the
-// throughput and the policy lag it saw.
+// throughput and the policy lag it saw. With remote actors it also takes their channels
+// (channel_intake.hpp) every turn of its loop, into the same buffer.
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
 
+#include "channel_intake.hpp"
 #include "job.hpp"
 #include "tensortree/policy_version.hpp"
 #include "tensortree/replay_buffer.hpp"
@@ -26,6 +29,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 struct Totals {
   std::int64_t samples = 0;
   std::int64_t rows = 0;
+  std::int64_t remote_rows = 0;  // of `rows`, those a remote actor sent over a channel
   double bytes = 0;
   std::int64_t wrong = 0;
   std::int64_t dropped = 0;
@@ -58,6 +62,8 @@ void print_table(double t, std::uint64_t inserted, std::uint64_t version, const 
   std::printf("  %-26s %8.2f / %3" PRId64 "\n", "policy lag (mean / max)", totals.mean_lag(), totals.max_lag);
   std::printf("  %-26s %14" PRId64 "  (lag > %" PRId64 ")\n", "stale rows dropped", totals.dropped, max_lag);
   std::printf("  %-26s %14" PRId64 "\n", "rows checked", totals.rows);
+  std::printf("  %-26s %14" PRId64 "\n", "  from local actors", totals.rows - totals.remote_rows);
+  std::printf("  %-26s %14" PRId64 "\n", "  from remote actors", totals.remote_rows);
   std::printf("  %-26s %14" PRId64 "\n", "wrong elements", totals.wrong);
   std::fflush(stdout);
 }
@@ -67,27 +73,33 @@ void print_table(double t, std::uint64_t inserted, std::uint64_t version, const 
 int run_learner(const Options& o) {
   ReplayBuffer replay = ReplayBuffer::create(replay_path(o.name), {.capacity = o.capacity});
   WeightPublisher publisher(policy_name(o.name), {.replace = true});
+  std::optional<ChannelIntake> intake;
+  if (!o.listen.empty()) intake.emplace(o);
   const TensorTree params = make_params(o.params);
-  fill_params(params, 1);
-  publisher.publish(params);
+  const auto publish = [&](std::int64_t version) {
+    fill_params(params, version);
+    publisher.publish(params);
+    if (intake) intake->publish(params, publisher.version());
+  };
+  publish(1);
 
-  RowRules rules{o.steps, o.max_actor_ids, 1, o.params};
+  const ActorIds ids = actor_ids(o);
+  RowRules rules{o.steps, ids.end, 1, o.params};
   Totals totals;
   StoragePtr reuse;
   const Clock::time_point start = Clock::now();
   double next_report = 1.0;
   for (double t = 0; t < o.seconds; t = seconds_since(start)) {
+    rules.newest_version = static_cast<std::int64_t>(publisher.version());
+    if (intake) totals.wrong += intake->poll(replay, rules);
     ReplaySample sample = replay.sample(o.batch, {.reuse = reuse});
     reuse = sample.batch.storage();
-    rules.newest_version = static_cast<std::int64_t>(publisher.version());
     totals.wrong += wrong_row_elements(sample.batch, rules);
+    totals.remote_rows += rows_of_actors(sample.batch, ids.remote_begin, ids.end);
     totals.add(drop_stale_rows(sample.batch, rules.newest_version, o.max_lag).lag);
     totals.rows += o.batch;
     for (const auto& [path, leaf] : sample.batch.leaves()) totals.bytes += static_cast<double>(leaf.nbytes());
-    if (++totals.samples % o.publish_every == 0) {
-      fill_params(params, rules.newest_version + 1);
-      publisher.publish(params);
-    }
+    if (++totals.samples % o.publish_every == 0) publish(rules.newest_version + 1);
     if (t >= next_report) {
       print_progress(t, publisher.version(), replay.inserted(), totals);
       next_report += 1.0;
@@ -95,11 +107,12 @@ int run_learner(const Options& o) {
   }
   const double elapsed = seconds_since(start);
   print_table(elapsed, replay.inserted(), publisher.version(), totals, o.max_lag);
+  const bool noticed = !intake || intake->report();
   if (totals.samples == 0) {
     std::fprintf(stderr, "[learner] sampled nothing\n");
     return 1;
   }
-  return totals.wrong == 0 ? 0 : 1;
+  return totals.wrong == 0 && noticed ? 0 : 1;
 }
 
 }  // namespace shared_job

@@ -7,9 +7,14 @@
 //     weight version every --publish-every samples, reports throughput and policy lag.
 //   actors (actor.cpp): lease the newest weights (every element checked), act with them for one
 //     trajectory stamped with their version, extend the buffer; until the learner is done.
-//   launcher (launcher.cpp): with --kill-actor, SIGKILLs an actor halfway and starts another.
+//   remote actors (remote_actor.cpp), with --remote-actors N: actors "on another node" (a network
+//     namespace joined by a veth pair, other_node.cpp) that receive the weights and send their
+//     trajectories over tree channels; the learner checks every element of what arrives and extends
+//     it into the same buffer (channel_intake.cpp).
+//   launcher (launcher.cpp): with --kill-actor, SIGKILLs an actor halfway (a remote one when there
+//     are some) and starts another.
 //
-//   shared_job [--seconds 10] [--actors 3] [--capacity 32768] [--kill-actor] [--help]
+//   shared_job [--seconds 10] [--actors 3] [--remote-actors 0] [--capacity 32768] [--kill-actor] [--help]
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -25,12 +30,16 @@ void add_flags(CLI::App& app, Options& o) {
   app.option_defaults()->always_capture_default();
   app.add_option("--seconds", o.seconds, "how long the learner samples")->check(CLI::Range(0.1, 86400.0));
   app.add_option("--actors", o.actors, "actor processes")->check(CLI::Range(1, 256));
+  app.add_option("--remote-actors", o.remote_actors,
+                 "actors on another node (a network namespace), sending trajectories over tree channels")
+      ->check(CLI::Range(0, 64));
   app.add_option("--capacity", o.capacity, "rows in the replay ring")->check(CLI::Range(1, 1 << 30));
   app.add_flag("--kill-actor", o.kill_actor,
-               "SIGKILL an actor halfway through the run and start a replacement; the run must still pass");
+               "SIGKILL an actor (a remote one when there are some) halfway through the run and start a "
+               "replacement; the run must still pass");
   app.add_flag("--corrupt", o.corrupt,
-               "testing the checks: actor 0 writes one wrong observation element in every trajectory, and the "
-               "run must fail");
+               "testing the checks: one actor (the first remote one, if any) writes one wrong observation "
+               "element in every trajectory, and the run must fail");
   app.add_option("--steps", o.steps, "rows per trajectory (one extend)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--obs-dim", o.obs_dim, "float32 elements per observation")->check(CLI::Range(1, 1 << 24));
   app.add_option("--batch", o.batch, "rows per sample")->check(CLI::Range(1, 1 << 24));
@@ -39,12 +48,16 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--max-lag", o.max_lag, "rows acted with a version older than this lag are dropped")
       ->check(CLI::Range(0, 1 << 30));
   app.add_option("--params", o.params, "float32 elements of the published weights")->check(CLI::Range(1, 1 << 28));
+  app.add_option("--channel-timeout", o.channel_timeout,
+                 "seconds a remote actor's channel may stay silent before the learner ends it")
+      ->check(CLI::Range(0.1, 3600.0));
   // Set by the launcher on its children's command lines.
-  app.add_option("--role", o.role)->check(CLI::IsMember({"learner", "actor"}))->group("");
+  app.add_option("--role", o.role)->check(CLI::IsMember({"learner", "actor", "remote-actor"}))->group("");
   app.add_option("--name", o.name)->group("");
   app.add_option("--launcher-pid", o.launcher_pid)->group("");
   app.add_option("--actor-id", o.actor_id)->group("");
-  app.add_option("--max-actor-ids", o.max_actor_ids)->group("");
+  app.add_option("--listen", o.listen)->group("");
+  app.add_option("--address", o.address)->group("");
 }
 
 }  // namespace
@@ -57,6 +70,7 @@ int main(int argc, char** argv) {
   try {
     if (o.role == "learner") return run_learner(o);
     if (o.role == "actor") return run_actor(o);
+    if (o.role == "remote-actor") return run_remote_actor(o);
     return run_launcher(o);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "[%s] shared_job failed: %s\n", o.role.empty() ? "launcher" : o.role.c_str(), error.what());

@@ -188,4 +188,29 @@ std::int64_t wrong_row_elements(const TensorTree& batch, const RowRules& rules) 
   return wrong;
 }
 
+std::int64_t wrong_trajectory_identity(const TensorTree& trajectory, std::int64_t actor, std::int64_t trajectory_id) {
+  const std::int64_t steps = trajectory.batch_size()[0];
+  const auto where = [&] { return "actor " + std::to_string(actor) + "'s trajectory " + std::to_string(trajectory_id); };
+  std::int64_t wrong = 0;
+  const auto expect = [&](const char* column, std::int64_t row, std::int64_t expected) {
+    const std::int64_t got = leaf<std::int64_t>(trajectory, column)[row];
+    if (got == expected) return;
+    report_wrong(column, where, row, expected, got);
+    ++wrong;
+  };
+  for (std::int64_t s = 0; s < steps; ++s) {
+    expect("actor", s, actor);
+    expect("trajectory", s, trajectory_id);
+    expect("step", s, s);
+  }
+  return wrong;
+}
+
+std::int64_t rows_of_actors(const TensorTree& batch, std::int64_t begin, std::int64_t end) {
+  const std::int64_t* actor = leaf<std::int64_t>(batch, "actor");
+  std::int64_t rows = 0;
+  for (std::int64_t r = 0; r < batch.batch_size()[0]; ++r) rows += actor[r] >= begin && actor[r] < end ? 1 : 0;
+  return rows;
+}
+
 }  // namespace shared_job

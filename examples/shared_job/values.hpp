@@ -34,4 +34,12 @@ struct RowRules {
 // policy_version) determine; the first few are printed.
 std::int64_t wrong_row_elements(const tensortree::TensorTree& batch, const RowRules& rules);
 
+// Elements of the identifying columns of one whole trajectory, as an actor sent it, that differ
+// from `actor`, `trajectory_id` and step = row; the first few are printed.
+std::int64_t wrong_trajectory_identity(const tensortree::TensorTree& trajectory, std::int64_t actor,
+                                       std::int64_t trajectory_id);
+
+// Rows of `batch` whose actor id lies in [begin, end).
+std::int64_t rows_of_actors(const tensortree::TensorTree& batch, std::int64_t begin, std::int64_t end);
+
 }  // namespace shared_job
