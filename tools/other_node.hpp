@@ -1,7 +1,8 @@
 // Another "node" on this machine: a network namespace joined to this one by a veth pair (10.213.K.1
-// here, 10.213.K.2 there), so that traffic between the two crosses a network device as between
-// hosts. Made by `ip` (root); removed with everything in it when the object goes. Used by
-// bench_channel and by tests/channel/test_tree_channel_netns.cpp.
+// here, 10.213.K.2 there, K a subnet no interface here uses yet), so that traffic between the two
+// crosses a network device as between hosts. Made by `ip` (root); removed with everything in it
+// when the object goes, also when making it failed halfway. Used by bench_channel, the channel
+// namespace test and shared_job's remote actors.
 #pragma once
 
 #include <unistd.h>
@@ -19,10 +20,15 @@ class OtherNode {
  public:
   // The node, or null (and `why` says which step failed) where namespaces cannot be made.
   static std::unique_ptr<OtherNode> make(std::string& why) {
-    std::unique_ptr<OtherNode> node(new OtherNode(static_cast<int>(::getpid() % 100000)));
+    const int id = static_cast<int>(::getpid() % 100000);
+    std::unique_ptr<OtherNode> node(new OtherNode(id, free_subnet(id)));
+    if (!run("ip netns add " + node->name_)) {
+      why = "'ip netns add' failed (it needs root and the ip tool)";
+      return nullptr;
+    }
+    node->made_ = true;  // from here on the destructor removes whatever was made
     const std::string in_there = "ip netns exec " + node->name_ + " ";
     for (const std::string& step : {
-             "ip netns add " + node->name_,
              fmt::format("ip link add {} type veth peer name {}", node->here_device_, node->there_device_),
              fmt::format("ip link set {} netns {}", node->there_device_, node->name_),
              fmt::format("ip addr add {}/24 dev {}", node->here_ip_, node->here_device_),
@@ -39,16 +45,20 @@ class OtherNode {
     return node;
   }
   ~OtherNode() {
-    run("ip link del " + here_device_);
+    if (!made_) return;
+    run("ip link del " + here_device_);  // takes its peer in the namespace with it
     run("ip netns del " + name_);
   }
   OtherNode(const OtherNode&) = delete;
   OtherNode& operator=(const OtherNode&) = delete;
 
-  // `command` run inside the namespace, its UCX held to TCP over the veth.
+  // What a command run inside the namespace starts with: its UCX held to TCP over the veth.
+  std::vector<std::string> inside_prefix() const {
+    return {"ip", "netns", "exec", name_, "env", "UCX_TLS=tcp", "UCX_NET_DEVICES=" + there_device_};
+  }
+  // `command` run inside the namespace.
   std::vector<std::string> inside(const std::vector<std::string>& command) const {
-    std::vector<std::string> full = {"ip", "netns", "exec", name_, "env", "UCX_TLS=tcp",
-                                     "UCX_NET_DEVICES=" + there_device_};
+    std::vector<std::string> full = inside_prefix();
     full.insert(full.end(), command.begin(), command.end());
     return full;
   }
@@ -58,16 +68,30 @@ class OtherNode {
   const std::string& here_device() const { return here_device_; }
 
  private:
-  explicit OtherNode(int id)
+  OtherNode(int id, int subnet)
       : name_(fmt::format("tt_node_{}", id)),
-        here_device_(fmt::format("ttv{}a", id)),
+        here_device_(fmt::format("ttv{}a", id)),  // interface names are at most 15 characters
         there_device_(fmt::format("ttv{}b", id)),
-        here_ip_(fmt::format("10.213.{}.1", 1 + id % 250)),
-        there_ip_(fmt::format("10.213.{}.2", 1 + id % 250)) {}
+        here_ip_(fmt::format("10.213.{}.1", subnet)),
+        there_ip_(fmt::format("10.213.{}.2", subnet)) {}
 
-  static bool run(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
+  // Runs a shell command quietly (the shell's own "not found" too); false when it fails.
+  static bool run(const std::string& command) {
+    return std::system(("{ " + command + "; } >/dev/null 2>&1").c_str()) == 0;
+  }
+
+  // A /24 under 10.213.0.0/16 that no interface here uses yet, starting from `id`: two nodes at
+  // once must not route the same subnet over two veth pairs.
+  static int free_subnet(int id) {
+    for (int k = 0; k < 250; ++k) {
+      const int subnet = 1 + (id + k) % 250;
+      if (!run(fmt::format("ip -o -4 addr show to 10.213.{}.0/24 | grep -q .", subnet))) return subnet;
+    }
+    return 1 + id % 250;
+  }
 
   std::string name_, here_device_, there_device_, here_ip_, there_ip_;
+  bool made_ = false;  // the namespace exists
 };
 
 }  // namespace tensortree::tools

@@ -1,5 +1,5 @@
 // The launcher: starts the learner and the actors as processes of this program (posix_spawn of
-// itself with a role flag), remote actors inside another node (other_node.hpp) once the learner
+// itself with a role flag), remote actors inside another node (remote_site.hpp) once the learner
 // says where it listens, optionally SIGKILLs one actor halfway and starts a replacement, tells
 // the actors to stop once the learner is done, and waits for everyone, each wait bounded.
 #include <signal.h>
@@ -19,7 +19,7 @@
 #include "actor_phase.hpp"
 #include "child.hpp"
 #include "job.hpp"
-#include "other_node.hpp"
+#include "remote_site.hpp"
 
 namespace shared_job {
 
@@ -54,10 +54,10 @@ void remove_shared_objects(const std::string& name, int actor_ids) {
 }
 
 // Another node for the remote actors, or this host's loopback when none can be made (said so).
-RemoteSite remote_site(std::unique_ptr<OtherNode>& node) {
+RemoteSite remote_site(std::unique_ptr<tensortree::tools::OtherNode>& node) {
   std::string why;
-  node = OtherNode::make(::getpid(), why);
-  if (node) return node->site();
+  node = tensortree::tools::OtherNode::make(why);
+  if (node) return namespace_site(*node);
   std::printf("[launcher] no network namespace for the remote actors (%s): they run on 127.0.0.1 instead\n",
               why.c_str());
   return loopback_site();
@@ -110,7 +110,7 @@ class Run {
   Options o_;
   ActorIds ids_;
   fs::path exe_;
-  std::unique_ptr<OtherNode> node_;  // outlives the remote actors: declared before them
+  std::unique_ptr<tensortree::tools::OtherNode> node_;  // outlives the remote actors: declared before them
   std::optional<RemoteSite> site_;   // with remote actors
   std::string address_;              // the learner's listener
   Child learner_;

@@ -8,7 +8,7 @@
 //   actors (actor.cpp): lease the newest weights (every element checked), act with them for one
 //     trajectory stamped with their version, extend the buffer; until the learner is done.
 //   remote actors (remote_actor.cpp), with --remote-actors N: actors "on another node" (a network
-//     namespace joined by a veth pair, other_node.cpp) that receive the weights and send their
+//     namespace joined by a veth pair, tools/other_node.hpp) that receive the weights and send their
 //     trajectories over tree channels; the learner checks every element of what arrives and extends
 //     it into the same buffer (channel_intake.cpp).
 //   launcher (launcher.cpp): with --kill-actor, SIGKILLs an actor halfway (a remote one when there
