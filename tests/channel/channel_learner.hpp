@@ -11,6 +11,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,8 +47,14 @@ inline std::vector<std::string> actor_command(const std::string& address, int ac
   return {TT_CHANNEL_ACTOR, address, std::to_string(actor), mode, std::to_string(count), std::to_string(rows)};
 }
 
-inline pid_t spawn_actor(const std::string& address, int actor, const char* mode, int count, int rows) {
-  return spawn(actor_command(address, actor, mode, count, rows));
+// Where an actor process runs: its command line made into the one that starts it there.
+using ActorPlace = std::function<std::vector<std::string>(std::vector<std::string>)>;
+// This host, this network namespace.
+inline std::vector<std::string> here(std::vector<std::string> command) { return command; }
+
+inline pid_t spawn_actor(const std::string& address, int actor, const char* mode, int count, int rows,
+                         const ActorPlace& place = here) {
+  return spawn(place(actor_command(address, actor, mode, count, rows)));
 }
 
 inline int exit_status(pid_t pid) {
@@ -130,6 +138,39 @@ inline int exit_status_polling(pid_t pid, std::vector<Watched*> channels) {
   }
   REQUIRE(done == pid);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Two streaming actors (placed by `place`) on `listener`; once both channels carry trees, `signal`
+// goes to the first. Returns how its channel ended and how long after the signal, having checked
+// that the second channel kept receiving while the first ended, and after.
+struct Fault {
+  std::string ended;
+  std::string message;
+  Clock::duration noticed_after;
+};
+
+inline Fault signal_one_of_two(TreeListener& listener, int signal, int faulty_rows, const ActorPlace& place) {
+  const pid_t faulty =
+      spawn_actor(listener.address(), 1, "stream", faulty_rows > kRows ? 0 : 2, faulty_rows, place);
+  Watched first(accept_one(listener), 1, faulty_rows);
+  const pid_t steady = spawn_actor(listener.address(), 2, "stream", 2, kRows, place);
+  Watched second(accept_one(listener), 2, kRows);
+  REQUIRE(poll_until({&first, &second}, [&] { return first.trees >= 3 && second.trees >= 3; }, 10s));
+  ::kill(faulty, signal);
+  const Clock::time_point signalled = Clock::now();
+  const std::int64_t second_before = second.trees;
+  REQUIRE(poll_until({&first, &second}, [&] { return !first.ended.empty(); }, 10s));
+  REQUIRE(poll_until({&second}, [&] { return second.trees >= second_before + 20; }, 10s));
+  CHECK(second.ended.empty());
+  ::kill(faulty, SIGKILL);
+  ::kill(steady, SIGKILL);
+  CHECK(exit_status(faulty) == 128 + SIGKILL);
+  CHECK(exit_status(steady) == 128 + SIGKILL);
+  const Fault fault{first.ended, first.message, first.ended_at - signalled};
+  // The figure the notes quote (the test's output, with meson test -v).
+  std::printf("signal %d to an actor: its channel ended with %s %.1f ms later\n", signal, fault.ended.c_str(),
+              std::chrono::duration<double, std::milli>(fault.noticed_after).count());
+  return fault;
 }
 
 }  // namespace tensortree::test

@@ -192,48 +192,17 @@ TEST_CASE("connect to an address where nothing listens fails with PeerLost or Ti
   CHECK(Clock::now() - start < 3s);
 }
 
-namespace {
-
-// Two streaming actors; once both channels carry trees, `signal` goes to the first. Returns how
-// its channel ended and how long after the signal, having checked that the second channel kept
-// receiving while the first ended, and after.
-struct Fault {
-  std::string ended;
-  std::string message;
-  Clock::duration noticed_after;
-};
-
-Fault signal_one_of_two(int signal, int faulty_rows) {
-  TreeListener listener = TreeListener::bind("127.0.0.1:0", short_timeout());
-  const pid_t faulty = spawn_actor(listener.address(), 1, "stream", faulty_rows > kRows ? 0 : 2, faulty_rows);
-  Watched first(accept_one(listener), 1, faulty_rows);
-  const pid_t steady = spawn_actor(listener.address(), 2, "stream", 2, kRows);
-  Watched second(accept_one(listener), 2, kRows);
-  REQUIRE(poll_until({&first, &second}, [&] { return first.trees >= 3 && second.trees >= 3; }, 10s));
-  ::kill(faulty, signal);
-  const Clock::time_point signalled = Clock::now();
-  const std::int64_t second_before = second.trees;
-  REQUIRE(poll_until({&first, &second}, [&] { return !first.ended.empty(); }, 10s));
-  REQUIRE(poll_until({&second}, [&] { return second.trees >= second_before + 20; }, 10s));
-  CHECK(second.ended.empty());
-  ::kill(faulty, SIGKILL);
-  ::kill(steady, SIGKILL);
-  CHECK(exit_status(faulty) == 128 + SIGKILL);
-  CHECK(exit_status(steady) == 128 + SIGKILL);
-  return {first.ended, first.message, first.ended_at - signalled};
-}
-
-}  // namespace
-
 TEST_CASE("an actor SIGKILLed mid-transfer ends only its channel, within the timeout, while another keeps sending") {
-  const Fault fault = signal_one_of_two(SIGKILL, 1 << 16);  // trees of about 3.5 MB
+  TreeListener listener = TreeListener::bind("127.0.0.1:0", short_timeout());
+  const Fault fault = signal_one_of_two(listener, SIGKILL, 1 << 16, here);  // trees of about 3.5 MB
   INFO(fault.message);
   CHECK((fault.ended == "PeerLost" || fault.ended == "Timeout"));
   CHECK(fault.noticed_after < 2500ms);
 }
 
 TEST_CASE("a hung actor (SIGSTOP) ends its channel with Timeout within the timeout while another keeps sending") {
-  const Fault fault = signal_one_of_two(SIGSTOP, kRows);
+  TreeListener listener = TreeListener::bind("127.0.0.1:0", short_timeout());
+  const Fault fault = signal_one_of_two(listener, SIGSTOP, kRows, here);
   INFO(fault.message);
   CHECK(fault.ended == "Timeout");
   CHECK(fault.noticed_after < 2500ms);
