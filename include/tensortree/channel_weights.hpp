@@ -7,7 +7,8 @@
 //   actor:    if (auto newest = take_newest_weights(channel)) act(newest->params, newest->version);
 //
 // Each version is copied once into a consolidated host tree (its version a leaf beside the
-// parameters) that every channel sends without a copy of its own, posted: a channel sends one
+// parameters; CUDA parameters are packed on their GPU and staged into page-locked host memory, and
+// arrive on the actor's current GPU) that every channel sends without a copy of its own, posted: a channel sends one
 // version at a time, and one published meanwhile replaces the version waiting behind it, so a slow
 // actor receives the newest version and never a queue of old ones, and the learner never waits for
 // it. A channel offered the current version for the first time (a newly connected actor) gets it

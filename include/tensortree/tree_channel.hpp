@@ -10,7 +10,9 @@
 // consolidated buffer followed by the 64-byte wire header of transfer.hpp, exactly the message
 // TensorTree::send moves. A layout is sent again after a reconnect or when the sender's changes.
 // A listener and the channels it accepted are driven by one thread; a connected channel by one.
-// Host trees only (NotSupported for CUDA leaves; move them with to(Device::cpu())).
+// Host trees go as they are. CUDA trees are staged through the host: packed on their GPU, copied
+// into pooled page-locked memory and sent from there, then copied onto the receiving thread's
+// current GPU (the installed UCX may have CUDA transports; the channel does not rely on them).
 #pragma once
 
 #include <chrono>

@@ -17,13 +17,14 @@ namespace {
 const Path kVersionKey{"version"};
 const Path kParamsKey{"params"};
 
+// The version a leaf on the parameters' device (a channel moves a tree of one device: CUDA
+// parameters are staged through the host and land on the actor's GPU).
 TensorTree version_message(const TensorTree& params, std::uint64_t version) {
   Tensor number = Tensor::empty({}, {DType::Int64});
   number.data<std::int64_t>()[0] = static_cast<std::int64_t>(version);
   TensorTree message;
-  message.set(kVersionKey, std::move(number));
-  const bool on_host = params.device().value_or(Device::cpu()).is_cpu();
-  message.set(kParamsKey, on_host ? params : params.to(Device::cpu()));
+  message.set(kVersionKey, number.to(params.device().value_or(Device::cpu())));
+  message.set(kParamsKey, params);
   return message;
 }
 
@@ -35,7 +36,7 @@ ChannelWeights weights_of(const TensorTree& message, const std::string& peer) {
     throw CorruptData(fmt::format("take_newest_weights: {} sent a tree that is not a weight version (a 'version' "
                                   "leaf and a 'params' subtree)", peer));
   }
-  const Tensor& number = message.get(kVersionKey);
+  const Tensor number = message.get(kVersionKey).to(Device::cpu());
   if (number.dtype() != DType::Int64 || number.numel() != 1 || number.data<std::int64_t>()[0] <= 0) {
     throw CorruptData(fmt::format("take_newest_weights: the version {} sent is not a positive int64 scalar", peer));
   }

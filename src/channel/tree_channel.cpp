@@ -9,6 +9,7 @@
 #include "channel/channel_access.hpp"
 #include "channel/channel_frame.hpp"
 #include "core/buffer_pool.hpp"
+#include "core/cuda_api.hpp"
 #include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/schema.hpp"
@@ -228,9 +229,12 @@ struct TreeChannel::State {
 
   void take_schema(const ucx::Arrival& arrival) {
     auto decoded = std::make_shared<const Schema>(Schema::decode({arrival.buffer->data(), arrival.length}));
-    if (decoded->storage_device() != DeviceType::CPU) {
-      throw CorruptData(fmt::format("tree channel: {} announced a tree in device memory; channels carry host trees",
-                                    link_peer()));
+    if (decoded->storage_device() == DeviceType::CUDA && cuda_device_count() == 0) {
+      throw NotSupported(fmt::format("tree channel: {} sends trees of CUDA memory; this process sees no GPU",
+                                     link_peer()));
+    }
+    if (decoded->storage_device() != DeviceType::CPU && decoded->storage_device() != DeviceType::CUDA) {
+      throw CorruptData(fmt::format("tree channel: {} announced a tree of neither host nor CUDA memory", link_peer()));
     }
     if (decoded->total_bytes() > options.max_tree_bytes) {
       throw CorruptData(fmt::format("tree channel: {} announced a tree of {} bytes; at most {} are accepted",
@@ -258,7 +262,16 @@ struct TreeChannel::State {
           link_peer(), header.fingerprint, header.payload_bytes, schema->fingerprint(), total));
     }
     ++stats.trees_received;
+    if (schema->storage_device() == DeviceType::CUDA) return {schema, upload(arrival.buffer, total)};
     return {schema, arrival.buffer};
+  }
+
+  // A CUDA tree's bytes, staged through host memory, back on this thread's current GPU.
+  StoragePtr upload(const StoragePtr& staged, std::uint64_t total) {
+    const Device device = Device::cuda(cuda::current_device());
+    StoragePtr on_device = arrivals.take(total, device, [&] { return Storage::allocate(total, device); });
+    detail::copy_bytes(on_device->data(), device, staged->data(), Device::cpu(), total);
+    return on_device;
   }
 
   std::chrono::milliseconds drain_time() const {
@@ -301,7 +314,7 @@ TreeChannel TreeChannel::connect(const std::string& address, const ChannelOption
 void TreeChannel::send(const TensorTree& tree) {
   state_->check_open();
   // A tree the channel cannot carry is the caller's mistake: NotSupported, and the channel stays open.
-  const detail::Outgoing out = detail::pack_host_tree(tree, state_->outgoing, "TreeChannel::send");
+  const detail::Outgoing out = detail::pack_for_channel(tree, state_->outgoing, "TreeChannel::send");
   state_->guarded([&] { state_->send(out); });
 }
 

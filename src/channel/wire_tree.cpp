@@ -12,23 +12,30 @@ std::size_t WireTree::message_bytes() const { return schema->total_bytes() + kWi
 
 namespace {
 
-StoragePtr take_spare(BufferPool& pool, std::size_t nbytes, Device device) {
-  return pool.take(nbytes, device, [&] { return Storage::allocate(nbytes, device); });
+StoragePtr take_spare(BufferPool& pool, std::size_t nbytes, Device device, bool pinned = false) {
+  return pool.take(nbytes, device, [&] { return Storage::allocate(nbytes, device, pinned); });
 }
 
 }  // namespace
 
-Outgoing pack_host_tree(const TensorTree& tree, BufferPool& pool, std::string_view op) {
+Outgoing pack_for_channel(const TensorTree& tree, BufferPool& pool, std::string_view op) {
   const Device device = device_of(tree, op);
-  if (!device.is_cpu()) {
-    throw NotSupported(fmt::format("{}: the tree is on {}; channels carry host trees (to(cpu) first)", op, device));
+  if (device.is_cpu()) {
+    return pack_for_wire(tree, device, kWireHeaderBytes,
+                         [&pool](std::size_t nbytes, Device on) { return take_spare(pool, nbytes, on); });
   }
-  return pack_for_wire(tree, device, kWireHeaderBytes,
-                       [&pool](std::size_t nbytes, Device on) { return take_spare(pool, nbytes, on); });
+  if (!device.is_cuda()) throw NotSupported(fmt::format("{}: channels carry host and CUDA trees, not {}", op, device));
+  const Outgoing packed = pack_for_wire(tree, device, 0, [&pool](std::size_t nbytes, Device on) {
+    return take_spare(pool, nbytes, on);
+  });
+  const std::uint64_t total = packed.schema->total_bytes();
+  StoragePtr staged = take_spare(pool, total + kWireHeaderBytes, Device::cpu(), /*pinned=*/true);
+  copy_bytes(staged->data(), Device::cpu(), packed.buffer->data(), device, total);
+  return {std::move(staged), packed.schema, Device::cpu()};
 }
 
 std::shared_ptr<const WireTree> pack_wire_tree(const TensorTree& tree, BufferPool& pool, std::string_view op) {
-  Outgoing out = pack_host_tree(tree, pool, op);
+  Outgoing out = pack_for_channel(tree, pool, op);
   const Device device = out.device;
   const std::uint64_t total = out.schema->total_bytes();
   if (out.buffer == tree.storage()) {

@@ -22,9 +22,12 @@ struct WireTree {
   std::size_t message_bytes() const;
 };
 
-// `tree`'s bytes (host leaves; NotSupported naming `op` otherwise) with room for the wire header
-// behind them: the tree's own consolidated buffer where it has the room, else one from `pool`.
-Outgoing pack_host_tree(const TensorTree& tree, BufferPool& pool, std::string_view op);
+// `tree`'s bytes in host memory with room for the wire header behind them: for host leaves the
+// tree's own consolidated buffer where it has the room, else one from `pool`; for CUDA leaves,
+// packed on their device (into their own consolidated buffer, or one from `pool`) and copied into
+// page-locked host memory from `pool`: channels stage device trees through the host. The layout
+// keeps naming the leaves' device type, so the receiver puts the tree back on a GPU.
+Outgoing pack_for_channel(const TensorTree& tree, BufferPool& pool, std::string_view op);
 
 // The same, with the wire header written, in a buffer from `pool` and never the tree's own: the
 // tree may change while its packed copy is on its way.
