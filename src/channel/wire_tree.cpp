@@ -20,14 +20,10 @@ StoragePtr take_spare(BufferPool& pool, std::size_t nbytes, Device device, bool 
 
 Outgoing pack_for_channel(const TensorTree& tree, BufferPool& pool, std::string_view op) {
   const Device device = device_of(tree, op);
-  if (device.is_cpu()) {
-    return pack_for_wire(tree, device, kWireHeaderBytes,
-                         [&pool](std::size_t nbytes, Device on) { return take_spare(pool, nbytes, on); });
-  }
+  const auto spare = [&pool](std::size_t nbytes, Device on) { return take_spare(pool, nbytes, on); };
+  if (device.is_cpu()) return pack_for_wire(tree, device, kWireHeaderBytes, spare);
   if (!device.is_cuda()) throw NotSupported(fmt::format("{}: channels carry host and CUDA trees, not {}", op, device));
-  const Outgoing packed = pack_for_wire(tree, device, 0, [&pool](std::size_t nbytes, Device on) {
-    return take_spare(pool, nbytes, on);
-  });
+  const Outgoing packed = pack_for_wire(tree, device, 0, spare);
   const std::uint64_t total = packed.schema->total_bytes();
   StoragePtr staged = take_spare(pool, total + kWireHeaderBytes, Device::cpu(), /*pinned=*/true);
   copy_bytes(staged->data(), Device::cpu(), packed.buffer->data(), device, total);
