@@ -140,7 +140,7 @@ class DimVector {
     if (other.size() > kInlineDims) {
       dims_.swap(other.dims_);
     } else {
-      for (const std::int64_t dim : other) dims_.push_back(dim);
+      dims_.assign(other.begin(), other.end());
     }
     other.dims_.clear();
   }

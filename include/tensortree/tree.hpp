@@ -325,6 +325,13 @@ class TT_API TensorTree {
   //           reward: tensor([0.5000, 1.5000])
   std::string values_str() const;
 
+  // ---- structure version ------------------------------------------------------------------------
+  // A number, unique in the process, that changes whenever this node's structure changes: an entry
+  // set, erased, renamed or replaced, a batch_size changed, the tree assigned or moved from, a leaf
+  // rebound to other memory, anywhere below this node. In-place writes into leaves keep it. Senders
+  // key their cached packing plans on it, so a tree sent again unchanged is packed without a walk.
+  std::uint64_t structure_version() const { return structure_version_; }
+
   // ---- consolidation (one buffer holding every leaf) --------------------------------------------
   // Only a root reports it. Kept by in-place writes into leaves; any structural change anywhere in
   // the tree, also through a subtree() reference, releases the root's buffer at once.
@@ -420,7 +427,12 @@ class TT_API TensorTree {
   void take_contents(TensorTree&& source);
   void replace_with(TensorTree&& root_source);
   void adopt_children();
-  void drop_consolidation();
+  static std::uint64_t fresh_structure_version();
+  // Gives this node and each ancestor a fresh structure version.
+  void bump_structure_version();
+  // bump_structure_version(), and the root releases its buffer: a structural change anywhere makes
+  // the root's consolidation stale.
+  void structure_changed();
   const TensorTree& root() const;
   bool is_ancestor_of(const TensorTree& node) const;
   Path location() const;
@@ -472,12 +484,16 @@ class TT_API TensorTree {
   void visit_nodes(Path& path, Fn& fn) const;
 
   std::vector<Entry> entries_;
-  // key -> position in entries_, kept only for nodes of at least kIndexedEntries entries
-  std::unordered_map<std::string, std::size_t> index_;
+  // key -> position in entries_, kept only for nodes of at least kIndexedEntries entries. Copies of a
+  // node (a copied tree, a consolidated or transformed one with the same keys) share it until one of
+  // them changes its keys: copying a wide tree builds no hash nodes.
+  using KeyIndex = std::unordered_map<std::string, std::size_t>;
+  std::shared_ptr<KeyIndex> index_;
   Shape batch_size_;
   TensorTree* parent_ = nullptr;  // the node holding this one; null for a root
   StoragePtr storage_;            // consolidation: root only
   std::shared_ptr<const Schema> schema_;
+  std::uint64_t structure_version_ = fresh_structure_version();
 };
 
 TT_API std::ostream& operator<<(std::ostream& os, const TensorTree& tree);

@@ -10,6 +10,7 @@
 #include "tree/consolidation_access.hpp"
 #include "core/cuda_api.hpp"
 #include "tree/layout_plan.hpp"
+#include "tree/tree_packing.hpp"
 #include "core/pack_cpu.hpp"
 #include "core/strided_copy.hpp"
 #include "tensortree/schema.hpp"
@@ -30,11 +31,11 @@ void ConsolidationAccess::copy_views(const TensorTree& source, TensorTree& targe
       auto child = std::make_unique<TensorTree>();
       copy_views(*entry.node, *child, storage, offsets, next_leaf);
       child->parent_ = &target;
-      target.entries_.push_back({entry.key, Tensor{}, std::move(child)});
+      target.entries_.emplace_back(entry.key, Tensor{}, std::move(child));
     } else {
       const Tensor& leaf = entry.leaf;
-      target.entries_.push_back(
-          {entry.key, Tensor(storage, offsets[next_leaf++], leaf.dtype(), leaf.shape(), {}), nullptr});
+      target.entries_.emplace_back(entry.key, Tensor(storage, offsets[next_leaf++], leaf.dtype(), leaf.shape(), {}),
+                                   nullptr);
     }
   }
 }
@@ -57,6 +58,8 @@ bool ConsolidationAccess::buffer_shared(const TensorTree& root) {
 }
 
 void ConsolidationAccess::rebind_leaves(TensorTree& node, const StoragePtr& storage) {
+  // Every node's plans name the old storage: a reference to a sub-tree must not reuse them.
+  node.structure_version_ = TensorTree::fresh_structure_version();
   for (TensorTree::Entry& entry : node.entries_) {
     if (entry.node) {
       rebind_leaves(*entry.node, storage);
@@ -111,45 +114,8 @@ using detail::PackDirection;
 using detail::PackSegment;
 using detail::StridedView;
 
-// The one device every leaf is on (the CPU for a tree without leaves); NotSupported naming `op`.
-Device leaves_device(const detail::TreeWalk& walk, std::string_view op) {
-  if (walk.leaves.empty()) return Device::cpu();
-  const Device device = walk.leaves.front().device;
-  for (const detail::WalkedLeaf& leaf : walk.leaves) {
-    if (leaf.device != device) {
-      throw NotSupported(fmt::format("{}: the tree's leaves are on more than one device ({} and {}); move them to one "
-                                     "with to()", op, device, leaf.device));
-    }
-  }
-  return device;
-}
-
-// The segments to move, in layout order; non-dense leaves also get a strided view.
-struct Segments {
-  std::vector<PackSegment> segments;
-  std::vector<StridedView> strided;
-};
-
-// Reuses this thread's vectors, like walk_tree(): valid until the thread's next call.
-const Segments& segments_for(const detail::TreeWalk& walk, const detail::LayoutPlan& plan) {
-  thread_local Segments out;
-  out.segments.clear();
-  out.strided.clear();
-  for (const std::uint32_t i : plan.layout_order) {
-    const detail::WalkedLeaf& leaf = walk.leaves[i];
-    if (leaf.nbytes == 0) continue;
-    PackSegment segment{leaf.data, plan.offsets[i], leaf.nbytes, -1, leaf.itemsize};
-    if (!leaf.contiguous) {
-      segment.strided_index = static_cast<std::int32_t>(out.strided.size());
-      out.strided.push_back(detail::strided_view_of(*leaf.tensor));
-    }
-    out.segments.push_back(segment);
-  }
-  return out;
-}
-
-void move_segments(PackDirection direction, const Segments& s, const Storage& buffer, std::uint64_t total_bytes,
-                   int threads) {
+void move_segments(PackDirection direction, const detail::ResolvedSegments& s, const Storage& buffer,
+                   std::uint64_t total_bytes, int threads) {
   if (buffer.device().is_cpu()) {
     detail::pack_cpu(direction, s.segments, s.strided, buffer.data(), total_bytes, threads);
   } else {
@@ -159,7 +125,7 @@ void move_segments(PackDirection direction, const Segments& s, const Storage& bu
 
 // Packs where the leaves are (on `source`) and, when `buffer` is elsewhere, moves the whole
 // payload across in one copy.
-void pack_segments(const Segments& segments, Device source, const Storage& buffer, std::uint64_t total, int threads) {
+void pack_segments(const detail::ResolvedSegments& segments, Device source, const Storage& buffer, std::uint64_t total, int threads) {
   if (buffer.device() == source) {
     move_segments(PackDirection::Pack, segments, buffer, total, threads);
     return;
@@ -173,24 +139,17 @@ bool reusable(const StoragePtr& reuse, Device target, std::uint64_t total_bytes)
   return reuse && reuse->device() == target && reuse->nbytes() >= total_bytes;
 }
 
-// True when a leaf of the walk views `storage`: packing into it in place could then overwrite
-// bytes before they are read.
-bool any_leaf_views(const detail::TreeWalk& walk, const Storage* storage) {
-  return std::any_of(walk.leaves.begin(), walk.leaves.end(),
-                     [storage](const detail::WalkedLeaf& leaf) { return leaf.storage == storage; });
-}
-
 // `target` can take the walked tree's bytes in place: it is a consolidated tree of the same layout
 // in a buffer on `device` that no leaf of the source views.
-bool refreshable(const TensorTree& target, const detail::LayoutPlan& plan, Device device,
-                 const ConsolidateOptions& options, const detail::TreeWalk& walk) {
+bool refreshable(const TensorTree& target, const detail::TreePacking& packing, Device device,
+                 const ConsolidateOptions& options) {
   if (!target.is_consolidated()) return false;
   const Schema& have = *target.schema();
-  const Schema& want = *plan.schema;
+  const Schema& want = *packing.plan->schema;
   if (&have != &want && have.fingerprint() != want.fingerprint()) return false;
   const Storage& buffer = *target.storage();
   if (buffer.device() != device || (options.pinned && !buffer.is_pinned())) return false;
-  return !any_leaf_views(walk, &buffer);
+  return !packing.reads_from(&buffer);
 }
 
 TensorTree consolidated_tree(const TensorTree& tree, const detail::WalkedTree& walked, const ConsolidateOptions& options) {
@@ -205,10 +164,12 @@ TensorTree consolidated_tree(const TensorTree& tree, const detail::WalkedTree& w
 namespace detail {
 
 WalkedTree walk_for_packing(const TensorTree& tree, const ConsolidateOptions& options, std::string_view op) {
-  const TreeWalk& walk = walk_tree(tree);
-  const Device source = leaves_device(walk, op);
-  const Device target = resolve_device(options.device.value_or(source));
-  return {walk, source, target, layout_plan_for(tree, walk, target.type())};
+  const std::optional<Device> asked = options.device ? std::optional(resolve_device(*options.device)) : std::nullopt;
+  std::shared_ptr<const TreePacking> packing =
+      packing_for(tree, asked ? std::optional(asked->type()) : std::nullopt, op);
+  const Device target = asked.value_or(packing->source);
+  std::shared_ptr<const LayoutPlan> plan = packing->plan;
+  return {std::move(packing), target, std::move(plan)};
 }
 
 PackedTree pack_walked(const WalkedTree& walked, const ConsolidateOptions& options) {
@@ -217,7 +178,7 @@ PackedTree pack_walked(const WalkedTree& walked, const ConsolidateOptions& optio
                            ? options.reuse
                            : Storage::allocate(total + kWireHeaderBytes, walked.target,
                                                options.pinned && walked.target.is_cpu());
-  pack_segments(segments_for(walked.walk, *walked.plan), walked.source, *storage, total, options.threads);
+  pack_segments(resolve(*walked.packing), walked.packing->source, *storage, total, options.threads);
   return {std::move(storage), walked.plan};
 }
 
@@ -237,8 +198,8 @@ void TensorTree::consolidate_into(TensorTree& target, const ConsolidateOptions& 
     return;
   }
   const detail::WalkedTree walked = detail::walk_for_packing(*this, options, "consolidate_into");
-  if (refreshable(target, *walked.plan, walked.target, options, walked.walk)) {
-    pack_segments(segments_for(walked.walk, *walked.plan), walked.source, *target.storage(),
+  if (refreshable(target, *walked.packing, walked.target, options)) {
+    pack_segments(detail::resolve(*walked.packing), walked.packing->source, *target.storage(),
                   walked.plan->schema->total_bytes(), options.threads);
     return;
   }
@@ -261,19 +222,19 @@ TensorTree TensorTree::from_consolidated(StoragePtr storage, std::shared_ptr<con
 }
 
 void TensorTree::unpack_from(const Storage& buffer, const Schema& schema, int threads) const {
-  const detail::TreeWalk& walk = detail::walk_tree(*this);
-  const auto plan = detail::layout_plan_for(*this, walk, schema.storage_device());
-  if (plan->schema->fingerprint() != schema.fingerprint()) {
+  const auto packing = detail::packing_for(*this, schema.storage_device(), "unpack_from");
+  const detail::LayoutPlan& plan = *packing->plan;
+  if (plan.schema->fingerprint() != schema.fingerprint()) {
     throw SchemaMismatch(fmt::format("unpack_from: this tree's layout (fingerprint {}) differs from the buffer's "
-                                     "(fingerprint {})", plan->schema->fingerprint(), schema.fingerprint()));
+                                     "(fingerprint {})", plan.schema->fingerprint(), schema.fingerprint()));
   }
   if (buffer.nbytes() < schema.total_bytes()) {
     throw InvalidArgument(fmt::format("unpack_from: the schema lays out {} bytes but the buffer holds {}",
                                       schema.total_bytes(), buffer.nbytes()));
   }
-  const Device leaves = leaves_device(walk, "unpack_from");
-  const Segments& segments = segments_for(walk, *plan);
-  if (buffer.device() == leaves || walk.leaves.empty()) {
+  const Device leaves = packing->source;
+  const detail::ResolvedSegments& segments = detail::resolve(*packing);
+  if (buffer.device() == leaves || packing->segments.empty()) {
     move_segments(PackDirection::Unpack, segments, buffer, schema.total_bytes(), threads);
     return;
   }

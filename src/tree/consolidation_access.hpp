@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tree/layout_plan.hpp"
+#include "tree/tree_packing.hpp"
 #include "tensortree/schema.hpp"
 #include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
@@ -26,13 +27,12 @@ struct PackedTree {
 PackedTree pack_tree(const TensorTree& tree, const ConsolidateOptions& options);
 
 // pack_tree() in two halves, for a caller that needs the layout before it has a buffer (a send
-// packs into a pooled buffer of the payload's size), with one walk for both. The walk is this
-// thread's (walk_tree()): pack before the thread walks another tree. NotSupported naming `op`
+// packs into a pooled buffer of the payload's size). The packing is the tree's cached one while its
+// structure version is unchanged (tree_packing.hpp), else a walk makes it. NotSupported naming `op`
 // when the leaves are on more than one device.
 struct WalkedTree {
-  const TreeWalk& walk;
-  Device source;  // the leaves' device (the CPU for a tree without leaves)
-  Device target;  // where the buffer goes: options.device, else `source`
+  std::shared_ptr<const TreePacking> packing;
+  Device target;  // where the buffer goes: options.device, else the leaves' device
   std::shared_ptr<const LayoutPlan> plan;
 };
 WalkedTree walk_for_packing(const TensorTree& tree, const ConsolidateOptions& options, std::string_view op);

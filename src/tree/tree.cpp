@@ -3,6 +3,7 @@
 #include "tensortree/tree.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "core/text_format.hpp"
@@ -62,16 +63,18 @@ void TensorTree::take_contents(TensorTree&& source) {
   entries_ = std::move(source.entries_);
   index_ = std::move(source.index_);
   source.entries_.clear();
-  source.index_.clear();
+  source.index_.reset();
   if (source.parent_) {
     batch_size_ = source.batch_size_;
-    source.drop_consolidation();
+    source.structure_changed();
   } else {
     batch_size_ = std::move(source.batch_size_);
     source.batch_size_.clear();
     storage_ = std::move(source.storage_);
     schema_ = std::move(source.schema_);
+    source.bump_structure_version();
   }
+  bump_structure_version();
   adopt_children();
 }
 
@@ -81,7 +84,7 @@ void TensorTree::replace_with(TensorTree&& root_source) {
   if (parent_) {
     storage_.reset();
     schema_.reset();
-    drop_consolidation();
+    structure_changed();
   }
 }
 
@@ -91,9 +94,21 @@ void TensorTree::adopt_children() {
   }
 }
 
+std::uint64_t TensorTree::fresh_structure_version() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Fresh numbers rather than increments: a tree built later at the same address, or a copy changed
+// on its own, can never show a version that a cached plan was made for.
+void TensorTree::bump_structure_version() {
+  for (TensorTree* node = this; node; node = node->parent_) node->structure_version_ = fresh_structure_version();
+}
+
 // Structural changes anywhere reach the root through the parent links, so a stale buffer is
 // released at once rather than detected later.
-void TensorTree::drop_consolidation() {
+void TensorTree::structure_changed() {
+  bump_structure_version();
   TensorTree* node = this;
   while (node->parent_) node = node->parent_;
   node->storage_.reset();
@@ -133,10 +148,11 @@ void TensorTree::set(PathRef path_ref, Tensor leaf) {
   check_not_root(path, "set");
   // Validated before anything changes: missing nodes would inherit the deepest node's batch_size.
   check_leaf_fits(path, leaf, deepest_node_on(path).batch_size_);
-  Entry& entry = node_for_insert(path).upsert(path.back());
+  TensorTree& node = node_for_insert(path);
+  Entry& entry = node.upsert(path.back());
   entry.leaf = std::move(leaf);
   entry.node.reset();
-  drop_consolidation();
+  node.structure_changed();
 }
 
 void TensorTree::set(PathRef path_ref, TensorTree subtree) {
@@ -151,7 +167,7 @@ void TensorTree::set(PathRef path_ref, TensorTree subtree) {
   Entry& entry = node.upsert(path.back());
   entry.leaf = Tensor{};
   entry.node = std::move(child);
-  drop_consolidation();
+  node.structure_changed();
 }
 
 void TensorTree::set_(PathRef path, const Tensor& src) const {
@@ -204,7 +220,7 @@ void TensorTree::erase(PathRef path_ref) {
   const std::size_t position = *node.position_of(path.back());
   node.entries_.erase(node.entries_.begin() + static_cast<std::ptrdiff_t>(position));
   node.reindex();
-  drop_consolidation();
+  node.structure_changed();
 }
 
 std::vector<Path> TensorTree::keys(const KeysOptions& options) const {
@@ -244,7 +260,7 @@ void TensorTree::set_batch_size(Shape batch_size) {
     }
   }
   batch_size_ = std::move(batch_size);
-  drop_consolidation();
+  structure_changed();
 }
 
 std::optional<Device> TensorTree::device() const {

@@ -62,14 +62,14 @@ std::string TensorTree::keys_hint() const {
 }
 
 std::optional<std::size_t> TensorTree::position_of(const std::string& key) const {
-  if (index_.empty()) {
+  if (!index_) {
     for (std::size_t i = 0; i < entries_.size(); ++i) {
       if (entries_[i].key == key) return i;
     }
     return std::nullopt;
   }
-  const auto it = index_.find(key);
-  if (it == index_.end()) return std::nullopt;
+  const auto it = index_->find(key);
+  if (it == index_->end()) return std::nullopt;
   return it->second;
 }
 
@@ -86,10 +86,12 @@ TensorTree::Entry* TensorTree::find(const std::string& key) {
 // Small nodes are scanned, which beats hashing and keeps copies of a tree free of one heap node
 // per key; a node that grows past kIndexedEntries gets a hash index.
 void TensorTree::reindex() {
-  index_.clear();
+  index_.reset();
   if (entries_.size() < kIndexedEntries) return;
-  index_.reserve(entries_.size());
-  for (std::size_t i = 0; i < entries_.size(); ++i) index_.emplace(entries_[i].key, i);
+  auto index = std::make_shared<KeyIndex>();
+  index->reserve(entries_.size());
+  for (std::size_t i = 0; i < entries_.size(); ++i) index->emplace(entries_[i].key, i);
+  index_ = std::move(index);
 }
 
 const TensorTree::Entry& TensorTree::entry_at(const Path& path) const {
@@ -142,15 +144,16 @@ TensorTree::Entry& TensorTree::upsert(const std::string& key) {
 
 TensorTree::Entry& TensorTree::push_entry(Entry entry) {
   entries_.push_back(std::move(entry));
+  if (entries_.size() < kIndexedEntries) return entries_.back();
   try {
-    if (entries_.size() == kIndexedEntries) {
-      reindex();
-    } else if (entries_.size() > kIndexedEntries) {
-      index_.emplace(entries_.back().key, entries_.size() - 1);
+    if (!index_ || index_.use_count() > 1) {
+      reindex();  // a shared index stays as its other holders know it
+    } else {
+      index_->emplace(entries_.back().key, entries_.size() - 1);
     }
   } catch (...) {
     entries_.pop_back();
-    index_.clear();
+    index_.reset();  // lookups scan until the next insert builds the index again
     throw;
   }
   return entries_.back();

@@ -54,7 +54,7 @@ std::optional<Outgoing> own_buffer(const TensorTree& tree, Device device, std::s
 
 TreeLayout layout_of(const TensorTree& tree, Device device) {
   if (tree.is_consolidated()) return {tree.schema(), tree.storage()};
-  return {layout_plan_for(tree, walk_tree(tree), device.type())->schema, nullptr};
+  return {packing_for(tree, device.type(), "recv")->plan->schema, nullptr};
 }
 
 Outgoing pack_for_wire(const TensorTree& tree, Device device, std::size_t room, const SpareBuffer& spare) {

@@ -13,6 +13,7 @@
 #include "tensortree/dist_ops.hpp"
 #include "tensortree/schema.hpp"
 #include "tensortree/tree.hpp"
+#include "tree_mutations.hpp"
 
 using namespace tensortree;
 using namespace tensortree::test;
@@ -423,4 +424,27 @@ TEST_CASE("in debug mode, recv into a tree of another layout names the first key
   CHECK_THAT(changed_batch, Catch::Contains("at key '") && Catch::Contains("[5") &&
                                 Catch::Contains("This tree's layout came from rank 0's init_remote") &&
                                 Catch::Contains("must call init_remote again"));
+}
+
+TEST_CASE("a tree broadcast again after each kind of change arrives with its current leaves") {
+  // The sender keeps one tree and changes it between transfers, so its second transfer would use a
+  // stale packing plan if a change failed to renew the tree's structure version. The receiver makes
+  // the same change to its own tree to know what must arrive.
+  const std::vector<TreeMutation> mutations = tree_mutations();
+  const HostTransport transport = GENERATE(HostTransport::Auto, HostTransport::Mpi);
+  run(transport, 2, [&](const Group& group) {
+    for (const TreeMutation& mutation : mutations) {
+      const std::string what = "the transfer after '" + mutation.name + "'";
+      TensorTree tree = mutation_base_tree(1);
+      TensorTree first;
+      (group.rank() == 0 ? tree : first).broadcast(0, group);
+      mutation.apply(tree);
+      TensorTree second;
+      (group.rank() == 0 ? tree : second).broadcast(0, group);
+      if (group.rank() == 1) {
+        expect(first.equal(mutation_base_tree(1)), "the transfer before '" + mutation.name + "'");
+        expect(second.equal(tree), what);
+      }
+    }
+  });
 }
