@@ -340,6 +340,14 @@ class TT_API TensorTree {
   const StoragePtr& storage() const { return storage_; }
   const std::shared_ptr<const Schema>& schema() const { return schema_; }
   TensorTree consolidate(const ConsolidateOptions& options = {}) const;
+  // consolidate() without waiting for the GPU: a tree whose leaves are on a CUDA device is packed by
+  // a kernel queued on the legacy default stream, behind the caller's current stream. Later library
+  // work on the device (a send, a collective, a copy) is ordered after it, so a consolidate-then-send
+  // pipeline never waits on the host; read the buffer from the host, or from another stream, once
+  // `work` completes (work->make_stream_wait(stream) orders a stream after it). The source's leaves
+  // are kept alive until then and must not be written meanwhile. Any other tree is packed before it
+  // returns, with `work` complete. auto [packed, work] = tree.consolidate_async();
+  TreeTransfer consolidate_async(const ConsolidateOptions& options = {}) const;
   // consolidate() for a sender that packs trees of one structure again and again. When `target` is
   // consolidated with this tree's layout on the device it asks for (an earlier result of
   // consolidate() or consolidate_into(), say) and no leaf of this tree views its buffer, this tree's

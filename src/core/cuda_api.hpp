@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 
@@ -13,6 +14,10 @@
 #include "core/pack_plan.hpp"
 #include "core/strided_view.hpp"
 #include "tensortree/dtype.hpp"
+
+namespace tensortree {
+class Work;
+}  // namespace tensortree
 
 namespace tensortree::cuda {
 
@@ -108,10 +113,20 @@ void elementwise_unary(detail::UnaryOp op, DType dtype, const detail::StridedVie
 void convert(const detail::StridedView& out, DType out_dtype, const detail::StridedView& in, DType in_dtype,
              int device);
 
-// Moves every segment between the leaves and `buffer` (all on `device`) with one descriptor upload
-// and one kernel launch; when packing, bytes between segments are zeroed. Synchronous.
+// Moves every segment between the leaves and `buffer` (all on `device`) with one kernel launch (and
+// a descriptor upload only when the descriptors outgrow the kernel's parameters); when packing,
+// bytes between segments are zeroed. Synchronous.
 void pack(detail::PackDirection direction, std::span<const detail::PackSegment> segments,
           std::span<const detail::StridedView> strided, std::byte* buffer, std::uint64_t total_bytes,
           int device);
+// pack() queued on the legacy default stream without waiting for it: later library work on the
+// device is ordered after it, and the returned Work completes when it has run (make_stream_wait
+// orders another stream after it on the device). `keep_alive` (what owns the leaves and the buffer)
+// is held until then; the segments are read before this returns.
+[[nodiscard]] std::shared_ptr<Work> pack_async(detail::PackDirection direction,
+                                               std::span<const detail::PackSegment> segments,
+                                               std::span<const detail::StridedView> strided, std::byte* buffer,
+                                               std::uint64_t total_bytes, int device,
+                                               std::shared_ptr<const void> keep_alive);
 
 }  // namespace tensortree::cuda

@@ -59,4 +59,10 @@ void pack(detail::PackDirection, std::span<const detail::PackSegment>,
   built_without_cuda("device packing");
 }
 
+std::shared_ptr<Work> pack_async(detail::PackDirection, std::span<const detail::PackSegment>,
+                                 std::span<const detail::StridedView>, std::byte*, std::uint64_t, int,
+                                 std::shared_ptr<const void>) {
+  built_without_cuda("device packing");
+}
+
 }  // namespace tensortree::cuda

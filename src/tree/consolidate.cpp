@@ -16,6 +16,7 @@
 #include "tensortree/schema.hpp"
 #include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
+#include "tensortree/work.hpp"
 
 namespace tensortree {
 
@@ -190,6 +191,24 @@ PackedTree pack_tree(const TensorTree& tree, const ConsolidateOptions& options) 
 
 TensorTree TensorTree::consolidate(const ConsolidateOptions& options) const {
   return consolidated_tree(*this, detail::walk_for_packing(*this, options, "consolidate"), options);
+}
+
+TreeTransfer TensorTree::consolidate_async(const ConsolidateOptions& options) const {
+  const detail::WalkedTree walked = detail::walk_for_packing(*this, options, "consolidate_async");
+  const Device source = walked.packing->source;
+  if (!walked.target.is_cuda() || source != walked.target) return {consolidated_tree(*this, walked, options), Work::completed()};
+  const std::uint64_t total = walked.plan->schema->total_bytes();
+  StoragePtr storage = reusable(options.reuse, walked.target, total)
+                           ? options.reuse
+                           : Storage::allocate(total + kWireHeaderBytes, walked.target);
+  const detail::ResolvedSegments& segments = detail::resolve(*walked.packing);
+  // The leaves (through a copy of this tree, which shares them) and the buffer outlive the kernel.
+  auto keep_alive = std::make_shared<std::pair<TensorTree, StoragePtr>>(*this, storage);
+  WorkPtr work = cuda::pack_async(PackDirection::Pack, segments.segments, segments.strided, storage->data(), total,
+                                  walked.target.index(), std::move(keep_alive));
+  TensorTree result = detail::ConsolidationAccess::views_like(*this, storage, walked.plan->offsets);
+  detail::ConsolidationAccess::attach(result, std::move(storage), walked.plan->schema);
+  return {std::move(result), std::move(work)};
 }
 
 void TensorTree::consolidate_into(TensorTree& target, const ConsolidateOptions& options) const {

@@ -5,6 +5,7 @@
 
 #include "tensortree/schema.hpp"
 #include "tensortree/tree.hpp"
+#include "tensortree/work.hpp"
 
 using namespace tensortree;
 
@@ -191,4 +192,15 @@ TEST_CASE("consolidating onto a GPU or into pinned memory needs CUDA") {
   const TensorTree tree = make_tree();
   CHECK_THROWS_AS(tree.consolidate({.device = Device::cuda(0)}), NotSupported);
   CHECK_THROWS_AS(tree.consolidate({.pinned = true}), NotSupported);
+}
+
+TEST_CASE("consolidate_async of a host tree packs before it returns, with its work complete") {
+  TensorTree tree(Shape{3});
+  tree.set("obs", Tensor::arange({3, 4}, 5, 1, {DType::Float32}));
+  tree.set("next.reward", Tensor::arange({5, 3}, 50, 1, {DType::Int64}).transpose(0, 1));
+  auto [packed, work] = tree.consolidate_async();
+  REQUIRE(work->is_completed());
+  REQUIRE(packed.is_consolidated());
+  REQUIRE(packed.equal(tree));
+  REQUIRE(packed.storage() != tree.get("obs").storage());
 }
