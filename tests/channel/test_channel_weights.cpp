@@ -40,8 +40,8 @@ std::string check_weights(const TensorTree& params, std::uint64_t version, std::
 // An actor that takes weights until it has `last`: the versions it saw, each checked.
 struct WeightTaker {
   std::int64_t big = 0;  // the versions' size (weights_of_version)
-  std::vector<std::uint64_t> versions;
-  std::string problem;
+  std::vector<std::uint64_t> versions = {};
+  std::string problem = {};
 
   // Then it keeps its channel until `release`: a channel the learner offers to must be open.
   void take_until(TreeChannel& channel, std::uint64_t last, const std::atomic<bool>* release = nullptr) {
