@@ -3,6 +3,7 @@
 
 #include <compare>
 #include <cstddef>
+#include <cstring>
 #include <initializer_list>
 #include <iterator>
 #include <string>
@@ -77,12 +78,36 @@ class TT_API PathView {
 
   // Key by key, each key's bytes compared as memcmp does, then the shorter path first: the order
   // of Path's own operator<=>.
-  friend bool operator==(PathView a, PathView b) { return equal(a, b); }
+  friend bool operator==(PathView a, PathView b) {
+    return a.size_ == b.size_ && a.aligned_keys(b) == a.size_ && a.same_bytes(b, a.size_) == 0;
+  }
   friend bool operator==(PathView a, const Path& b) { return equal(a, b); }
-  friend std::strong_ordering operator<=>(PathView a, PathView b) { return compare(a, b); }
+  // A path's keys are contiguous, and keys of equal lengths at the same positions lie alike in both
+  // byte strings: one memcmp over such a leading run orders it as key-by-key compares would. The
+  // first pair of keys of different lengths then decides, as they cannot be equal.
+  friend std::strong_ordering operator<=>(PathView a, PathView b) {
+    const std::size_t run = a.aligned_keys(b);
+    if (const int order = a.same_bytes(b, run); order != 0) return order <=> 0;
+    if (run < a.size_ && run < b.size_) return a[run] <=> b[run];
+    return a.size_ <=> b.size_;
+  }
   friend std::strong_ordering operator<=>(PathView a, const Path& b) { return compare(a, b); }
 
  private:
+  std::size_t key_size(std::size_t i) const { return bounds_[i + 1] - bounds_[i]; }
+  // How many leading keys of this path and `other` have equal lengths, pairwise.
+  std::size_t aligned_keys(PathView other) const {
+    const std::size_t n = size_ < other.size_ ? size_ : other.size_;
+    std::size_t i = 0;
+    while (i < n && key_size(i) == other.key_size(i)) ++i;
+    return i;
+  }
+  // memcmp of the first `keys` keys' bytes, which are as long in both paths.
+  int same_bytes(PathView other, std::size_t keys) const {
+    const std::size_t length = bounds_[keys] - bounds_[0];
+    return length == 0 ? 0 : std::memcmp(bytes_ + bounds_[0], other.bytes_ + other.bounds_[0], length);
+  }
+
   template <class Other>
   static bool equal(PathView a, const Other& b) {
     if (a.size() != b.size()) return false;

@@ -40,6 +40,8 @@ std::strong_ordering compare_paths(const A& a, const B& b) {
   return std::lexicographical_compare_three_way(a.begin(), a.end(), b.begin(), b.end(),
                                                 [](std::string_view x, std::string_view y) { return x <=> y; });
 }
+// Two of the arena's paths: mostly one memcmp (PathView's order).
+std::strong_ordering compare_paths(PathView a, PathView b) { return a <=> b; }
 
 std::string joined(Keys path) { return path_str(Path(path.begin(), path.end())); }
 std::string joined(PathView path) { return path_str(path); }

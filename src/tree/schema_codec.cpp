@@ -160,10 +160,10 @@ class PayloadReader {
     }
     return keys.first(n);
   }
-  Shape shape(const char* what) {
-    Shape shape(count(what, Schema::kMaxRank, sizeof(std::int64_t)));  // sized once: one allocation at most
+  // Into the caller's shape, sized once: no allocation up to DimVector::kInlineDims dimensions.
+  void shape(Shape& shape, const char* what) {
+    shape.resize(count(what, Schema::kMaxRank, sizeof(std::int64_t)));
     for (std::int64_t& dim : shape) dim = number<std::int64_t>();
-    return shape;
   }
   std::size_t remaining() const { return static_cast<std::size_t>(end_ - at_); }
 
@@ -193,7 +193,7 @@ struct SchemaParts {
 NodeSpec read_node(PayloadReader& in) {
   NodeSpec node;
   node.path = in.strings("node path depth", Schema::kMaxDepth);
-  node.batch_size = in.shape("batch_size rank");
+  in.shape(node.batch_size, "batch_size rank");
   node.keys = in.strings("node key count", Schema::kMaxEntries);
   return node;
 }
@@ -216,7 +216,7 @@ void read_leaves(PayloadReader& in, std::size_t count, SchemaParts& parts) {
     }
     parts.leaf_paths.push_back(keys);
     leaf.dtype = static_cast<DType>(dtype);
-    leaf.shape = in.shape("leaf rank");
+    in.shape(leaf.shape, "leaf rank");
     leaf.offset = in.number<std::uint64_t>();
     leaf.nbytes = in.number<std::uint64_t>();
   }
