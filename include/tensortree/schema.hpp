@@ -2,6 +2,7 @@
 // between processes.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -92,6 +93,7 @@ class TT_API Schema {
   PathView leaf_path(std::size_t index) const { return leaf_paths_[index]; }
   // The path of `leaf`, which must be an element of leaves() (one that find_leaf returned, say).
   PathView path_of(const LeafSpec& leaf) const {
+    assert(&leaf >= leaves_.data() && &leaf < leaves_.data() + leaves_.size());
     return leaf_paths_[static_cast<std::size_t>(&leaf - leaves_.data())];
   }
   const std::vector<DTypeBucket>& buckets() const { return buckets_; }  // DType enum order
