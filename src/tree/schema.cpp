@@ -43,6 +43,13 @@ std::strong_ordering compare_paths(const A& a, const B& b) {
 // Two of the arena's paths: mostly one memcmp (PathView's order).
 std::strong_ordering compare_paths(PathView a, PathView b) { return a <=> b; }
 
+// Equality alone looks at the key lengths before any byte.
+template <class A, class B>
+bool same_path(const A& a, const B& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](std::string_view x, std::string_view y) { return x == y; });
+}
+
 std::string joined(Keys path) { return path_str(Path(path.begin(), path.end())); }
 std::string joined(PathView path) { return path_str(path); }
 
@@ -214,7 +221,7 @@ class ParentFinder {
  private:
   template <class P>
   bool is_parent(std::size_t i, const P& parent_path) const {
-    return i < nodes_.size() && compare_paths(nodes_[i].path, parent_path) == 0;
+    return i < nodes_.size() && same_path(nodes_[i].path, parent_path);
   }
 
   std::span<const NodeSpec> nodes_;
