@@ -2,6 +2,7 @@
 #include "tensortree/schema.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <compare>
 #include <cstring>
 #include <memory>
@@ -186,9 +187,7 @@ void validate_entries(std::span<const NodeSpec> nodes, std::span<const LeafSpec>
     check_count(node.keys.size(), "key count");
     check_key_lengths(node.keys, owner);
   }
-  if (paths.size() != leaves.size()) {
-    throw InvalidArgument(fmt::format("{} leaves have {} paths", leaves.size(), paths.size()));
-  }
+  assert(paths.size() == leaves.size());  // plan() and decode() build them together
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     const LeafSpec& leaf = leaves[i];
     const Owner<PathView> owner{"leaf", paths[i]};
