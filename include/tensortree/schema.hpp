@@ -2,6 +2,7 @@
 // between processes.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -12,6 +13,7 @@
 #include "tensortree/dtype.hpp"
 #include "tensortree/export.hpp"
 #include "tensortree/path.hpp"
+#include "tensortree/path_list.hpp"
 #include "tensortree/shape.hpp"
 
 namespace tensortree {
@@ -25,9 +27,9 @@ struct NodeSpec {
   friend bool operator==(const NodeSpec&, const NodeSpec&) = default;
 };
 
-// One leaf: where its C-order bytes sit in the consolidated buffer.
+// One leaf: where its C-order bytes sit in the consolidated buffer. Its path is kept by the schema
+// with every other leaf's, in one key arena (Schema::path_of).
 struct LeafSpec {
-  Path path;
   DType dtype = DType::Float32;
   Shape shape;
   std::uint64_t offset = 0;
@@ -87,6 +89,13 @@ class TT_API Schema {
 
   const std::vector<NodeSpec>& nodes() const { return nodes_; }     // sorted by path; root first
   const std::vector<LeafSpec>& leaves() const { return leaves_; }   // layout order
+  // The path of leaves()[index]; a view into this schema, valid while it lives.
+  PathView leaf_path(std::size_t index) const { return leaf_paths_[index]; }
+  // The path of `leaf`, which must be an element of leaves() (one that find_leaf returned, say).
+  PathView path_of(const LeafSpec& leaf) const {
+    assert(&leaf >= leaves_.data() && &leaf < leaves_.data() + leaves_.size());
+    return leaf_paths_[static_cast<std::size_t>(&leaf - leaves_.data())];
+  }
   const std::vector<DTypeBucket>& buckets() const { return buckets_; }  // DType enum order
   std::uint64_t total_bytes() const { return total_bytes_; }
   DeviceType storage_device() const { return storage_device_; }
@@ -96,7 +105,9 @@ class TT_API Schema {
 
   // nullptr when absent; O(log n).
   const LeafSpec* find_leaf(const Path& path) const;
+  const LeafSpec* find_leaf(PathView path) const;
   const NodeSpec* find_node(const Path& path) const;
+  const NodeSpec* find_node(PathView path) const;
   const DTypeBucket* find_bucket(DType dtype) const;
 
   std::vector<std::byte> encode() const;
@@ -107,12 +118,13 @@ class TT_API Schema {
 
  private:
   // Validates every invariant (InvalidArgument naming the offending path), then derives buckets,
-  // the path index and the fingerprint.
-  Schema(std::vector<NodeSpec> nodes, std::vector<LeafSpec> leaves, std::uint64_t total_bytes,
+  // the path index and the fingerprint. leaf_paths[i] is the path of leaves[i].
+  Schema(std::vector<NodeSpec> nodes, std::vector<LeafSpec> leaves, PathList leaf_paths, std::uint64_t total_bytes,
          DeviceType storage_device);
 
   std::vector<NodeSpec> nodes_;
   std::vector<LeafSpec> leaves_;
+  PathList leaf_paths_;  // parallel to leaves_
   std::vector<DTypeBucket> buckets_;
   std::vector<std::uint32_t> leaves_by_path_;  // indices into leaves_, sorted by path
   std::uint64_t total_bytes_ = 0;

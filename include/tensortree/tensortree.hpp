@@ -8,6 +8,7 @@
 #include "tensortree/dtype.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/path.hpp"
+#include "tensortree/path_list.hpp"
 #include "tensortree/shape.hpp"
 #include "tensortree/storage.hpp"
 #include "tensortree/tensor.hpp"

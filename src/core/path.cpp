@@ -14,13 +14,28 @@ Path parse_path(std::string_view text, char sep) {
   }
 }
 
-std::string path_str(const Path& path, char sep) {
+namespace {
+
+template <class Keys>
+std::string joined(const Keys& path, char sep) {
   std::string out;
   for (std::size_t i = 0; i < path.size(); ++i) {
     if (i) out += sep;
     out += path[i];
   }
   return out;
+}
+
+}  // namespace
+
+std::string path_str(const Path& path, char sep) { return joined(path, sep); }
+std::string path_str(PathView path, char sep) { return joined(path, sep); }
+
+Path PathView::to_path() const {
+  Path path;
+  path.reserve(size_);
+  for (const std::string_view key : *this) path.emplace_back(key);
+  return path;
 }
 
 }  // namespace tensortree

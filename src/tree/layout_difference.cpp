@@ -13,19 +13,21 @@ std::string node_text(const NodeSpec& node) { return fmt::format("batch_size {}"
 
 std::optional<LayoutDifference> leaf_difference(const Schema& here, const Schema& there) {
   for (const LeafSpec& leaf : here.leaves()) {
-    const LeafSpec* other = there.find_leaf(leaf.path);
+    const PathView path = here.path_of(leaf);
+    const LeafSpec* other = there.find_leaf(path);
     if (other == nullptr) {
-      const NodeSpec* node = there.find_node(leaf.path);
-      return LayoutDifference{path_str(leaf.path), leaf_text(leaf), node ? node_text(*node) : std::string(kAbsent)};
+      const NodeSpec* node = there.find_node(path);
+      return LayoutDifference{path_str(path), leaf_text(leaf), node ? node_text(*node) : std::string(kAbsent)};
     }
     if (other->dtype != leaf.dtype || other->shape != leaf.shape) {
-      return LayoutDifference{path_str(leaf.path), leaf_text(leaf), leaf_text(*other)};
+      return LayoutDifference{path_str(path), leaf_text(leaf), leaf_text(*other)};
     }
   }
   for (const LeafSpec& leaf : there.leaves()) {
-    if (here.find_leaf(leaf.path) == nullptr) {
-      const NodeSpec* node = here.find_node(leaf.path);
-      return LayoutDifference{path_str(leaf.path), node ? node_text(*node) : std::string(kAbsent), leaf_text(leaf)};
+    const PathView path = there.path_of(leaf);
+    if (here.find_leaf(path) == nullptr) {
+      const NodeSpec* node = here.find_node(path);
+      return LayoutDifference{path_str(path), node ? node_text(*node) : std::string(kAbsent), leaf_text(leaf)};
     }
   }
   return std::nullopt;

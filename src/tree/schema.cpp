@@ -2,6 +2,7 @@
 #include "tensortree/schema.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <compare>
 #include <cstring>
 #include <memory>
@@ -26,25 +27,49 @@ static_assert(Schema::kMaxEntries <= UINT32_MAX, "leaf indices are stored as u32
 
 namespace {
 
+// A node's path (or a LeafPlan's); a schema's leaf paths are PathViews into its key arena. The
+// helpers below take either.
 using Keys = std::span<const std::string>;
 
 Keys parent_of(Keys path) { return path.first(path.size() - 1); }
+PathView parent_of(PathView path) { return path.first(path.size() - 1); }
 
-std::strong_ordering compare_paths(Keys a, Keys b) {
-  return std::lexicographical_compare_three_way(a.begin(), a.end(), b.begin(), b.end());
+// Key by key, each key's bytes compared as memcmp does, the shorter path first: Path's own order,
+// without building a string.
+template <class A, class B>
+std::strong_ordering compare_paths(const A& a, const B& b) {
+  return std::lexicographical_compare_three_way(a.begin(), a.end(), b.begin(), b.end(),
+                                                [](std::string_view x, std::string_view y) { return x <=> y; });
+}
+// Two of the arena's paths: mostly one memcmp (PathView's order).
+std::strong_ordering compare_paths(PathView a, PathView b) { return a <=> b; }
+
+// Equality alone looks at the key lengths before any byte.
+template <class A, class B>
+bool same_path(const A& a, const B& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](std::string_view x, std::string_view y) { return x == y; });
 }
 
-std::string quoted(Keys path) {
+std::string joined(Keys path) { return path_str(Path(path.begin(), path.end())); }
+std::string joined(PathView path) { return path_str(path); }
+
+template <class P>
+std::string quoted(const P& path) {
   if (path.empty()) return "<root>";
-  return fmt::format("'{}'", path_str(Path(path.begin(), path.end())));
+  return fmt::format("'{}'", joined(path));
 }
 
-std::string leaf_name(Keys path) { return fmt::format("leaf {}", quoted(path)); }
+template <class P>
+std::string leaf_name(const P& path) {
+  return fmt::format("leaf {}", quoted(path));
+}
 std::string node_name(Keys path) { return fmt::format("node {}", quoted(path)); }
 
-const NodeSpec* find_node_in(std::span<const NodeSpec> sorted_nodes, Keys path) {
+template <class P>
+const NodeSpec* find_node_in(std::span<const NodeSpec> sorted_nodes, const P& path) {
   const auto it = std::lower_bound(sorted_nodes.begin(), sorted_nodes.end(), path,
-                                   [](const NodeSpec& node, Keys p) { return compare_paths(node.path, p) < 0; });
+                                   [](const NodeSpec& node, const P& p) { return compare_paths(node.path, p) < 0; });
   return it != sorted_nodes.end() && compare_paths(it->path, path) == 0 ? &*it : nullptr;
 }
 
@@ -56,7 +81,8 @@ std::uint64_t align_up(std::uint64_t bytes) {
   return *padded;
 }
 
-void check_dtype(DType dtype, Keys path) {
+template <class P>
+void check_dtype(DType dtype, const P& path) {
   const auto raw = static_cast<std::uint8_t>(dtype);
   if (!is_valid_dtype(raw)) {
     throw InvalidArgument(fmt::format("{} has unknown dtype value {}", leaf_name(path), raw));
@@ -64,7 +90,8 @@ void check_dtype(DType dtype, Keys path) {
 }
 
 // numel * itemsize, each step overflow-checked so that a hostile shape cannot wrap around.
-std::uint64_t leaf_nbytes(DType dtype, const Shape& shape, Keys path) {
+template <class P>
+std::uint64_t leaf_nbytes(DType dtype, const Shape& shape, const P& path) {
   check_dtype(dtype, path);
   for (const std::int64_t dim : shape) {
     if (dim < 0) throw InvalidArgument(fmt::format("{} has a negative dimension in shape {}", leaf_name(path),
@@ -79,27 +106,30 @@ std::uint64_t leaf_nbytes(DType dtype, const Shape& shape, Keys path) {
 }
 
 // Places each leaf at the next aligned offset; returns total_bytes.
-std::uint64_t assign_offsets(std::vector<LeafSpec>& layout_ordered) {
+std::uint64_t assign_offsets(std::vector<LeafSpec>& layout_ordered, const PathList& paths) {
   std::uint64_t end = 0;
-  for (LeafSpec& leaf : layout_ordered) {
+  for (std::size_t i = 0; i < layout_ordered.size(); ++i) {
+    LeafSpec& leaf = layout_ordered[i];
     leaf.offset = align_up(end);
     const std::optional<std::uint64_t> leaf_end = detail::checked_add(leaf.offset, leaf.nbytes);
     if (!leaf_end) throw InvalidArgument(fmt::format("the leaves need more than 2^64 bytes (at {})",
-                                                     leaf_name(leaf.path)));
+                                                     leaf_name(paths[i])));
     end = *leaf_end;
   }
   return align_up(end);
 }
 
-// Names a node or leaf in a message; built only when a check fails.
+// Names a node (P = Keys) or a leaf (P = PathView) in a message; built only when a check fails.
+template <class P>
 struct Owner {
   const char* kind;
-  Keys path;
+  P path;
   std::string name() const { return fmt::format("{} {}", kind, quoted(path)); }
 };
 
-void check_key_lengths(Keys keys, const Owner& owner) {
-  for (const std::string& key : keys) {
+template <class K, class P>
+void check_key_lengths(const K& keys, const Owner<P>& owner) {
+  for (const std::string_view key : keys) {
     if (key.size() > Schema::kMaxKeyBytes) {
       throw InvalidArgument(fmt::format("{} has a key of {} bytes, more than the {} allowed", owner.name(), key.size(),
                                         Schema::kMaxKeyBytes));
@@ -107,7 +137,8 @@ void check_key_lengths(Keys keys, const Owner& owner) {
   }
 }
 
-void check_path(const Owner& owner) {
+template <class P>
+void check_path(const Owner<P>& owner) {
   if (owner.path.size() > Schema::kMaxDepth) {
     throw InvalidArgument(fmt::format("{} is {} keys deep, more than the {} allowed", owner.name(), owner.path.size(),
                                       Schema::kMaxDepth));
@@ -115,7 +146,8 @@ void check_path(const Owner& owner) {
   check_key_lengths(owner.path, owner);
 }
 
-void check_dims(const Shape& shape, const Owner& owner, const char* field) {
+template <class P>
+void check_dims(const Shape& shape, const Owner<P>& owner, const char* field) {
   if (shape.size() > Schema::kMaxRank) {
     throw InvalidArgument(fmt::format("{} {} has rank {}, more than the {} allowed", owner.name(), field, shape.size(),
                                       Schema::kMaxRank));
@@ -126,7 +158,7 @@ void check_dims(const Shape& shape, const Owner& owner, const char* field) {
 }
 
 // A batch of more than 2^63 elements names no real tree, and every count derived from it would wrap.
-void check_batch_numel(const Shape& batch_size, const Owner& owner) {
+void check_batch_numel(const Shape& batch_size, const Owner<Keys>& owner) {
   if (!detail::checked_nbytes(batch_size, 1)) {
     throw InvalidArgument(fmt::format("{} batch_size {} holds more than 2^63 elements", owner.name(),
                                       shape_str(batch_size)));
@@ -140,25 +172,28 @@ void check_count(std::size_t count, const char* what) {
 }
 
 // Bounds on every field, checked before anything relies on them.
-void validate_entries(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves, DeviceType device) {
+void validate_entries(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves, const PathList& paths,
+                      DeviceType device) {
   if (device != DeviceType::CPU && device != DeviceType::CUDA) {
     throw InvalidArgument(fmt::format("unknown storage device kind {}", static_cast<unsigned>(device)));
   }
   check_count(nodes.size(), "node count");
   check_count(leaves.size(), "leaf count");
   for (const NodeSpec& node : nodes) {
-    const Owner owner{"node", node.path};
+    const Owner<Keys> owner{"node", node.path};
     check_path(owner);
     check_dims(node.batch_size, owner, "batch_size");
     check_batch_numel(node.batch_size, owner);
     check_count(node.keys.size(), "key count");
     check_key_lengths(node.keys, owner);
   }
-  for (const LeafSpec& leaf : leaves) {
-    if (leaf.path.empty()) throw InvalidArgument("a leaf has the empty path, which belongs to the root node");
-    const Owner owner{"leaf", leaf.path};
+  assert(paths.size() == leaves.size());  // plan() and decode() build them together
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    const LeafSpec& leaf = leaves[i];
+    const Owner<PathView> owner{"leaf", paths[i]};
+    if (owner.path.empty()) throw InvalidArgument("a leaf has the empty path, which belongs to the root node");
     check_path(owner);
-    check_dtype(leaf.dtype, leaf.path);
+    check_dtype(leaf.dtype, owner.path);
     check_dims(leaf.shape, owner, "shape");
   }
 }
@@ -170,8 +205,9 @@ class ParentFinder {
  public:
   explicit ParentFinder(std::span<const NodeSpec> nodes) : nodes_(nodes) {}
 
-  std::size_t index_of(const Owner& child) {
-    const Keys parent_path = parent_of(child.path);
+  template <class P>
+  std::size_t index_of(const Owner<P>& child) {
+    const P parent_path = parent_of(child.path);
     if (is_parent(last_, parent_path)) return last_;
     // The walk moved on to the next node's children (the common case), or somewhere else.
     if (is_parent(last_ + 1, parent_path)) return ++last_;
@@ -182,8 +218,9 @@ class ParentFinder {
   }
 
  private:
-  bool is_parent(std::size_t i, Keys parent_path) const {
-    return i < nodes_.size() && compare_paths(nodes_[i].path, parent_path) == 0;
+  template <class P>
+  bool is_parent(std::size_t i, const P& parent_path) const {
+    return i < nodes_.size() && same_path(nodes_[i].path, parent_path);
   }
 
   std::span<const NodeSpec> nodes_;
@@ -202,7 +239,7 @@ void validate_nodes(std::span<const NodeSpec> nodes) {
   }
   ParentFinder parents(nodes);
   for (const NodeSpec& node : nodes.subspan(1)) {
-    const NodeSpec& parent = nodes[parents.index_of({"node", node.path})];
+    const NodeSpec& parent = nodes[parents.index_of(Owner<Keys>{"node", node.path})];
     if (!starts_with(node.batch_size, parent.batch_size)) {
       throw InvalidArgument(fmt::format("{} has batch_size {}, which does not start with its parent's {}",
                                         node_name(node.path), shape_str(node.batch_size),
@@ -237,26 +274,27 @@ void check_keys_match_children(const NodeSpec& node, const std::vector<std::stri
 
 // Walking sub-nodes and leaves in path order meets each node's children in key order, so one merge of
 // the two per node sorts them without a full sort.
-void validate_children(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves,
+void validate_children(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves, const PathList& paths,
                        std::span<const std::uint32_t> leaves_by_path) {
   std::vector<std::vector<std::string_view>> children(nodes.size());
   // A valid node has as many children as keys: one allocation each (an invalid one may grow).
   for (std::size_t i = 0; i < nodes.size(); ++i) children[i].reserve(nodes[i].keys.size());
   ParentFinder parents(nodes);
   for (const NodeSpec& node : nodes.subspan(1)) {
-    children[parents.index_of({"node", node.path})].push_back(node.path.back());
+    children[parents.index_of(Owner<Keys>{"node", node.path})].push_back(node.path.back());
   }
   std::vector<std::size_t> child_nodes(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) child_nodes[i] = children[i].size();
   for (const std::uint32_t index : leaves_by_path) {
     const LeafSpec& leaf = leaves[index];
-    const std::size_t parent = parents.index_of({"leaf", leaf.path});
+    const PathView path = paths[index];
+    const std::size_t parent = parents.index_of(Owner<PathView>{"leaf", path});
     if (!starts_with(leaf.shape, nodes[parent].batch_size)) {
       throw InvalidArgument(fmt::format("{} has shape {}, which does not start with its node's batch_size {}",
-                                        leaf_name(leaf.path), shape_str(leaf.shape),
+                                        leaf_name(path), shape_str(leaf.shape),
                                         shape_str(nodes[parent].batch_size)));
     }
-    children[parent].push_back(leaf.path.back());
+    children[parent].push_back(path.back());
   }
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const auto first = children[i].begin();
@@ -266,8 +304,8 @@ void validate_children(std::span<const NodeSpec> nodes, std::span<const LeafSpec
 }
 
 // Each leaf starts at the first aligned offset after the previous one, inside the buffer.
-void check_offset(const LeafSpec& leaf, std::uint64_t previous_end, std::uint64_t total_bytes) {
-  const auto where = [&] { return fmt::format("{} at offset {}", leaf_name(leaf.path), leaf.offset); };
+void check_offset(const LeafSpec& leaf, PathView path, std::uint64_t previous_end, std::uint64_t total_bytes) {
+  const auto where = [&] { return fmt::format("{} at offset {}", leaf_name(path), leaf.offset); };
   if (leaf.offset % Schema::kAlignment != 0) {
     throw InvalidArgument(fmt::format("{} is not aligned to {} bytes", where(), Schema::kAlignment));
   }
@@ -286,27 +324,28 @@ void check_offset(const LeafSpec& leaf, std::uint64_t previous_end, std::uint64_
 }
 
 // Layout order: dtype bucket, then path, each leaf once. One comparison of the two paths decides.
-void check_follows(const LeafSpec& previous, const LeafSpec& leaf) {
-  if (previous.dtype < leaf.dtype) return;
+void check_follows(DType previous_dtype, PathView previous_path, DType dtype, PathView path) {
+  if (previous_dtype < dtype) return;
   const std::strong_ordering order =
-      previous.dtype == leaf.dtype ? compare_paths(previous.path, leaf.path) : std::strong_ordering::greater;
-  if (order == 0) throw InvalidArgument(fmt::format("{} appears twice", leaf_name(leaf.path)));
+      previous_dtype == dtype ? compare_paths(previous_path, path) : std::strong_ordering::greater;
+  if (order == 0) throw InvalidArgument(fmt::format("{} appears twice", leaf_name(path)));
   if (order > 0) {
     throw InvalidArgument(fmt::format("{} is out of layout order (dtype bucket, then path) after {}",
-                                      leaf_name(leaf.path), quoted(previous.path)));
+                                      leaf_name(path), quoted(previous_path)));
   }
 }
 
-void validate_layout(std::span<const LeafSpec> leaves, std::uint64_t total_bytes) {
+void validate_layout(std::span<const LeafSpec> leaves, const PathList& paths, std::uint64_t total_bytes) {
   std::uint64_t end = 0;
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     const LeafSpec& leaf = leaves[i];
-    if (i > 0) check_follows(leaves[i - 1], leaf);
-    if (const std::uint64_t expected = leaf_nbytes(leaf.dtype, leaf.shape, leaf.path); leaf.nbytes != expected) {
-      throw InvalidArgument(fmt::format("{} records {} bytes but shape {} of {} needs {}", leaf_name(leaf.path),
+    const PathView path = paths[i];
+    if (i > 0) check_follows(leaves[i - 1].dtype, paths[i - 1], leaf.dtype, path);
+    if (const std::uint64_t expected = leaf_nbytes(leaf.dtype, leaf.shape, path); leaf.nbytes != expected) {
+      throw InvalidArgument(fmt::format("{} records {} bytes but shape {} of {} needs {}", leaf_name(path),
                                         leaf.nbytes, shape_str(leaf.shape), leaf.dtype, expected));
     }
-    check_offset(leaf, end, total_bytes);
+    check_offset(leaf, path, end, total_bytes);
     end = leaf.offset + leaf.nbytes;
   }
   if (total_bytes != align_up(end)) {
@@ -316,10 +355,10 @@ void validate_layout(std::span<const LeafSpec> leaves, std::uint64_t total_bytes
 }
 
 // Each bucket is already sorted by path, so the path order is a merge of the bucket runs.
-std::vector<std::uint32_t> index_by_path(std::span<const LeafSpec> leaves, std::span<const DTypeBucket> buckets) {
-  std::vector<std::uint32_t> order(leaves.size());
+std::vector<std::uint32_t> index_by_path(const PathList& paths, std::span<const DTypeBucket> buckets) {
+  std::vector<std::uint32_t> order(paths.size());
   std::iota(order.begin(), order.end(), 0U);
-  const auto by_path = [&](std::uint32_t a, std::uint32_t b) { return compare_paths(leaves[a].path, leaves[b].path) < 0; };
+  const auto by_path = [&](std::uint32_t a, std::uint32_t b) { return compare_paths(paths[a], paths[b]) < 0; };
   for (const DTypeBucket& bucket : buckets) {
     const auto start = order.begin() + static_cast<std::ptrdiff_t>(bucket.first_leaf);
     std::inplace_merge(order.begin(), start, start + static_cast<std::ptrdiff_t>(bucket.leaf_count), by_path);
@@ -354,13 +393,14 @@ class CanonicalBytes {
     const boost::endian::little_uint64_buf_t little(value);
     append(little.data(), sizeof little);
   }
-  void text(const std::string& s) {
+  void text(std::string_view s) {
     number(s.size());
     append(s.data(), s.size());
   }
-  void path(const Path& path) {
+  template <class P>
+  void path(const P& path) {
     number(path.size());
-    for (const std::string& key : path) text(key);
+    for (const std::string_view key : path) text(key);
   }
   void shape(const Shape& shape) {
     number(shape.size());
@@ -398,12 +438,13 @@ class CanonicalBytes {
 };
 
 std::uint64_t layout_fingerprint(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves,
-                                 std::uint64_t total_bytes) {
+                                 const PathList& paths, std::uint64_t total_bytes) {
   CanonicalBytes bytes;
   bytes.number(Schema::kFormatVersion);
   bytes.number(leaves.size());
-  for (const LeafSpec& leaf : leaves) {
-    bytes.path(leaf.path);
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    const LeafSpec& leaf = leaves[i];
+    bytes.path(paths[i]);
     bytes.number(static_cast<std::uint64_t>(leaf.dtype));
     bytes.shape(leaf.shape);
     bytes.number(leaf.offset);
@@ -439,19 +480,20 @@ std::vector<std::uint32_t> layout_order(std::span<const LeafPlan> leaves) {
 
 }  // namespace
 
-Schema::Schema(std::vector<NodeSpec> nodes, std::vector<LeafSpec> leaves, std::uint64_t total_bytes,
-               DeviceType storage_device)
+Schema::Schema(std::vector<NodeSpec> nodes, std::vector<LeafSpec> leaves, PathList leaf_paths,
+               std::uint64_t total_bytes, DeviceType storage_device)
     : nodes_(std::move(nodes)),
       leaves_(std::move(leaves)),
+      leaf_paths_(std::move(leaf_paths)),
       total_bytes_(total_bytes),
       storage_device_(storage_device) {
-  validate_entries(nodes_, leaves_, storage_device_);
+  validate_entries(nodes_, leaves_, leaf_paths_, storage_device_);
   validate_nodes(nodes_);
-  validate_layout(leaves_, total_bytes_);
+  validate_layout(leaves_, leaf_paths_, total_bytes_);
   buckets_ = collect_buckets(leaves_);
-  leaves_by_path_ = index_by_path(leaves_, buckets_);
-  validate_children(nodes_, leaves_, leaves_by_path_);
-  fingerprint_ = layout_fingerprint(nodes_, leaves_, total_bytes_);
+  leaves_by_path_ = index_by_path(leaf_paths_, buckets_);
+  validate_children(nodes_, leaves_, leaf_paths_, leaves_by_path_);
+  fingerprint_ = layout_fingerprint(nodes_, leaves_, leaf_paths_, total_bytes_);
 }
 
 Schema Schema::plan(std::vector<NodeSpec> nodes, std::vector<LeafPlan> leaves, DeviceType storage_device) {
@@ -459,22 +501,45 @@ Schema Schema::plan(std::vector<NodeSpec> nodes, std::vector<LeafPlan> leaves, D
   if (!std::is_sorted(nodes.begin(), nodes.end(), by_path)) std::sort(nodes.begin(), nodes.end(), by_path);
   std::vector<LeafSpec> layout;
   layout.reserve(leaves.size());
+  PathList paths;
+  std::size_t keys = 0;
+  std::size_t key_bytes = 0;
+  for (const LeafPlan& leaf : leaves) {
+    keys += leaf.path.size();
+    for (const std::string& key : leaf.path) key_bytes += key.size();
+  }
+  paths.reserve(leaves.size(), keys, key_bytes);
   for (const std::uint32_t i : layout_order(leaves)) {
     LeafPlan& leaf = leaves[i];
     const std::uint64_t nbytes = leaf_nbytes(leaf.dtype, leaf.shape, leaf.path);
-    layout.push_back({std::move(leaf.path), leaf.dtype, std::move(leaf.shape), 0, nbytes});
+    layout.push_back({leaf.dtype, std::move(leaf.shape), 0, nbytes});
+    paths.push_back(leaf.path);
   }
-  const std::uint64_t total_bytes = assign_offsets(layout);
-  return Schema(std::move(nodes), std::move(layout), total_bytes, storage_device);
+  const std::uint64_t total_bytes = assign_offsets(layout, paths);
+  return Schema(std::move(nodes), std::move(layout), std::move(paths), total_bytes, storage_device);
 }
+
+namespace {
+
+template <class P>
+const LeafSpec* find_leaf_in(std::span<const LeafSpec> leaves, const PathList& paths,
+                             std::span<const std::uint32_t> leaves_by_path, const P& path) {
+  const auto it = std::lower_bound(leaves_by_path.begin(), leaves_by_path.end(), path,
+                                   [&](std::uint32_t i, const P& p) { return compare_paths(paths[i], p) < 0; });
+  return it != leaves_by_path.end() && compare_paths(paths[*it], path) == 0 ? &leaves[*it] : nullptr;
+}
+
+}  // namespace
 
 const LeafSpec* Schema::find_leaf(const Path& path) const {
-  const auto it = std::lower_bound(leaves_by_path_.begin(), leaves_by_path_.end(), path,
-                                   [&](std::uint32_t i, const Path& p) { return leaves_[i].path < p; });
-  return it != leaves_by_path_.end() && leaves_[*it].path == path ? &leaves_[*it] : nullptr;
+  return find_leaf_in(leaves_, leaf_paths_, leaves_by_path_, path);
+}
+const LeafSpec* Schema::find_leaf(PathView path) const {
+  return find_leaf_in(leaves_, leaf_paths_, leaves_by_path_, path);
 }
 
-const NodeSpec* Schema::find_node(const Path& path) const { return find_node_in(nodes_, path); }
+const NodeSpec* Schema::find_node(const Path& path) const { return find_node_in(nodes_, Keys(path)); }
+const NodeSpec* Schema::find_node(PathView path) const { return find_node_in(nodes_, path); }
 
 const DTypeBucket* Schema::find_bucket(DType dtype) const {
   const auto it = std::find_if(buckets_.begin(), buckets_.end(), [&](const DTypeBucket& b) { return b.dtype == dtype; });
@@ -483,7 +548,8 @@ const DTypeBucket* Schema::find_bucket(DType dtype) const {
 
 bool operator==(const Schema& a, const Schema& b) {
   return a.fingerprint_ == b.fingerprint_ && a.total_bytes_ == b.total_bytes_ &&
-         a.storage_device_ == b.storage_device_ && a.leaves_ == b.leaves_ && a.nodes_ == b.nodes_;
+         a.storage_device_ == b.storage_device_ && a.leaves_ == b.leaves_ && a.leaf_paths_ == b.leaf_paths_ &&
+         a.nodes_ == b.nodes_;
 }
 
 }  // namespace tensortree

@@ -4,10 +4,12 @@
 // container loaders reserve whatever count the input claims. Decoding treats the bytes as hostile:
 // every read is bounds-checked, and every count is checked against its limit and against the bytes
 // left before anything is allocated for it.
+#include <array>
 #include <cassert>
 #include <cstring>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/endian/conversion.hpp>
@@ -33,9 +35,10 @@ static_assert(Schema::kMaxEntries < SIZE_MAX / kMinNodeBytes && Schema::kMaxEntr
 
 // ---- sizes, so that encode() allocates once ----------------------------------------------------
 
-std::size_t strings_bytes(const std::vector<std::string>& list) {
+template <class Keys>
+std::size_t strings_bytes(const Keys& list) {
   std::size_t bytes = kCountBytes;
-  for (const std::string& s : list) bytes += kCountBytes + s.size();
+  for (const std::string_view s : list) bytes += kCountBytes + s.size();
   return bytes;
 }
 
@@ -46,8 +49,8 @@ std::size_t payload_bytes(const Schema& schema) {
   for (const NodeSpec& node : schema.nodes()) {
     bytes += strings_bytes(node.path) + shape_bytes(node.batch_size) + strings_bytes(node.keys);
   }
-  for (const LeafSpec& leaf : schema.leaves()) {
-    bytes += strings_bytes(leaf.path) + 1 + shape_bytes(leaf.shape) + 2 * sizeof(std::uint64_t);
+  for (std::size_t i = 0; i < schema.leaves().size(); ++i) {
+    bytes += strings_bytes(schema.leaf_path(i)) + 1 + shape_bytes(schema.leaves()[i].shape) + 2 * sizeof(std::uint64_t);
   }
   return bytes;
 }
@@ -64,13 +67,14 @@ class PayloadWriter {
     const T little = boost::endian::native_to_little(value);
     bytes(&little, sizeof little);
   }
-  void text(const std::string& s) {
+  void text(std::string_view s) {
     number<std::uint64_t>(s.size());
     bytes(s.data(), s.size());
   }
-  void strings(const std::vector<std::string>& list) {
+  template <class Keys>
+  void strings(const Keys& list) {
     number<std::uint64_t>(list.size());
-    for (const std::string& s : list) text(s);
+    for (const std::string_view s : list) text(s);
   }
   void shape(const Shape& shape) {
     number<std::uint64_t>(shape.size());
@@ -97,8 +101,9 @@ void write_payload(PayloadWriter& out, const Schema& schema) {
     out.strings(node.keys);
   }
   out.number<std::uint64_t>(schema.leaves().size());
-  for (const LeafSpec& leaf : schema.leaves()) {
-    out.strings(leaf.path);
+  for (std::size_t i = 0; i < schema.leaves().size(); ++i) {
+    const LeafSpec& leaf = schema.leaves()[i];
+    out.strings(schema.leaf_path(i));
     out.number(static_cast<std::uint8_t>(leaf.dtype));
     out.shape(leaf.shape);
     out.number(leaf.offset);
@@ -145,10 +150,20 @@ class PayloadReader {
     }
     return list;
   }
-  Shape shape(const char* what) {
-    Shape shape(count(what, Schema::kMaxRank, sizeof(std::int64_t)));  // sized once: one allocation at most
+  // A path's keys, viewed in place in the payload: written into `keys` (room for any allowed depth),
+  // returned as the part of it that they fill.
+  std::span<const std::string_view> path(const char* what, std::span<std::string_view, Schema::kMaxDepth> keys) {
+    const std::size_t n = count(what, Schema::kMaxDepth, kCountBytes);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t length = count("key length", Schema::kMaxKeyBytes, 1);
+      keys[i] = {reinterpret_cast<const char*>(take(length)), length};
+    }
+    return keys.first(n);
+  }
+  // Into the caller's shape, sized once: no allocation up to DimVector::kInlineDims dimensions.
+  void shape(Shape& shape, const char* what) {
+    shape.resize(count(what, Schema::kMaxRank, sizeof(std::int64_t)));
     for (std::int64_t& dim : shape) dim = number<std::int64_t>();
-    return shape;
   }
   std::size_t remaining() const { return static_cast<std::size_t>(end_ - at_); }
 
@@ -172,28 +187,40 @@ struct SchemaParts {
   std::uint64_t total_bytes = 0;
   std::vector<NodeSpec> nodes;
   std::vector<LeafSpec> leaves;
+  PathList leaf_paths;
 };
 
 NodeSpec read_node(PayloadReader& in) {
   NodeSpec node;
   node.path = in.strings("node path depth", Schema::kMaxDepth);
-  node.batch_size = in.shape("batch_size rank");
+  in.shape(node.batch_size, "batch_size rank");
   node.keys = in.strings("node key count", Schema::kMaxEntries);
   return node;
 }
 
-LeafSpec read_leaf(PayloadReader& in) {
-  LeafSpec leaf;
-  leaf.path = in.strings("leaf path depth", Schema::kMaxDepth);
-  const auto dtype = in.number<std::uint8_t>();
-  if (!is_valid_dtype(dtype)) {
-    corrupt(fmt::format("leaf '{}' has unknown dtype value {}", path_str(leaf.path), dtype));
+// Reads `count` leaves, their paths straight into one key arena: nothing is allocated per leaf
+// (a shape of more than DimVector::kInlineDims dimensions aside).
+void read_leaves(PayloadReader& in, std::size_t count, SchemaParts& parts) {
+  // Every leaf takes kMinLeafBytes besides its keys, and every key a length field besides its bytes:
+  // what is left bounds the keys from above (count() has checked that it cannot go negative), so the
+  // list is sized once, from the bytes at hand, and trimmed to what the leaves hold at the end.
+  const std::size_t key_room = in.remaining() - count * kMinLeafBytes;
+  parts.leaf_paths.reserve(count, key_room / kCountBytes, key_room);
+  parts.leaves.resize(count);
+  std::array<std::string_view, Schema::kMaxDepth> key_space;
+  for (LeafSpec& leaf : parts.leaves) {
+    const std::span<const std::string_view> keys = in.path("leaf path depth", key_space);
+    const auto dtype = in.number<std::uint8_t>();
+    if (!is_valid_dtype(dtype)) {
+      corrupt(fmt::format("leaf '{}' has unknown dtype value {}", path_str(Path(keys.begin(), keys.end())), dtype));
+    }
+    parts.leaf_paths.push_back(keys);
+    leaf.dtype = static_cast<DType>(dtype);
+    in.shape(leaf.shape, "leaf rank");
+    leaf.offset = in.number<std::uint64_t>();
+    leaf.nbytes = in.number<std::uint64_t>();
   }
-  leaf.dtype = static_cast<DType>(dtype);
-  leaf.shape = in.shape("leaf rank");
-  leaf.offset = in.number<std::uint64_t>();
-  leaf.nbytes = in.number<std::uint64_t>();
-  return leaf;
+  parts.leaf_paths.shrink_to_fit();
 }
 
 SchemaParts read_payload(std::span<const std::byte> payload) {
@@ -206,8 +233,7 @@ SchemaParts read_payload(std::span<const std::byte> payload) {
   parts.total_bytes = in.number<std::uint64_t>();
   parts.nodes.resize(in.count("node count", Schema::kMaxEntries, kMinNodeBytes));
   for (NodeSpec& node : parts.nodes) node = read_node(in);
-  parts.leaves.resize(in.count("leaf count", Schema::kMaxEntries, kMinLeafBytes));
-  for (LeafSpec& leaf : parts.leaves) leaf = read_leaf(in);
+  read_leaves(in, in.count("leaf count", Schema::kMaxEntries, kMinLeafBytes), parts);
   if (in.remaining() != 0) corrupt(fmt::format("{} bytes left over after the last leaf", in.remaining()));
   return parts;
 }
@@ -228,7 +254,8 @@ Schema Schema::decode(std::span<const std::byte> bytes) {
   const auto payload = detail::open_envelope(kSchemaEnvelope, bytes);
   try {
     SchemaParts parts = read_payload(payload);
-    return Schema(std::move(parts.nodes), std::move(parts.leaves), parts.total_bytes, parts.storage_device);
+    return Schema(std::move(parts.nodes), std::move(parts.leaves), std::move(parts.leaf_paths), parts.total_bytes,
+                  parts.storage_device);
   } catch (const InvalidArgument& e) {
     throw CorruptData(fmt::format("schema envelope holds an invalid schema: {}", e.what()));
   }

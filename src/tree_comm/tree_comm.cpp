@@ -43,8 +43,9 @@ WorkPtr post_consolidated(const Outgoing& out, Device device, int dst, const Gro
 // The leaves with bytes, in layout order: the order both ends agree on whatever their insertion order.
 std::vector<Tensor> leaves_in_layout_order(const TensorTree& tree, Device device) {
   std::vector<Tensor> leaves;
-  for (const LeafSpec& spec : detail::layout_of(tree, device).schema->leaves()) {
-    if (spec.nbytes > 0) leaves.push_back(tree.get(spec.path));
+  const std::shared_ptr<const Schema> schema = detail::layout_of(tree, device).schema;
+  for (const LeafSpec& spec : schema->leaves()) {
+    if (spec.nbytes > 0) leaves.push_back(tree.get(schema->path_of(spec)));
   }
   return leaves;
 }

@@ -74,7 +74,7 @@ TEST_CASE("consolidated leaves are views into one buffer at their schema offsets
   std::vector<bool> covered(total, false);
   for (const LeafSpec& spec : packed.schema()->leaves()) {
     CHECK(spec.offset % Schema::kAlignment == 0);
-    const Tensor& leaf = packed.get(spec.path);
+    const Tensor& leaf = packed.get(packed.schema()->path_of(spec));
     CHECK(static_cast<std::byte*>(leaf.data_ptr()) == dirty->data() + spec.offset);
     std::fill(covered.begin() + static_cast<std::ptrdiff_t>(spec.offset),
               covered.begin() + static_cast<std::ptrdiff_t>(spec.offset + spec.nbytes), true);
@@ -91,6 +91,9 @@ TEST_CASE("trees built in different insertion orders share layout, fingerprint a
   CHECK(forward.keys({.include_nested = true}) != backward.keys({.include_nested = true}));
   CHECK(forward.schema()->fingerprint() == backward.schema()->fingerprint());
   CHECK(forward.schema()->leaves() == backward.schema()->leaves());
+  for (std::size_t i = 0; i < forward.schema()->leaves().size(); ++i) {
+    CHECK(forward.schema()->leaf_path(i) == backward.schema()->leaf_path(i));
+  }
   CHECK(bytes_of(forward) == bytes_of(backward));
 }
 

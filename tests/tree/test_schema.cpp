@@ -36,6 +36,13 @@ std::string message_of(Fn&& fn) {
 
 Schema round_trip(const Schema& schema) { return Schema::decode(schema.encode()); }
 
+// The same leaves, paths included, in the same layout order.
+void check_same_leaves(const Schema& a, const Schema& b) {
+  CHECK(a.leaves() == b.leaves());
+  REQUIRE(a.leaves().size() == b.leaves().size());
+  for (std::size_t i = 0; i < a.leaves().size(); ++i) CHECK(a.leaf_path(i) == b.leaf_path(i));
+}
+
 // batch [4]: obs, action, next{reward, done, obs}
 std::vector<NodeSpec> rollout_nodes() {
   return {node({}, {4}, {"obs", "action", "next"}), node({"next"}, {4}, {"reward", "done", "obs"})};
@@ -70,7 +77,7 @@ TEST_CASE("plan groups leaves by dtype in enum order, sorts paths within a bucke
   REQUIRE(schema.leaves().size() == expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     INFO("leaf " << i);
-    CHECK(schema.leaves()[i].path == expected[i].path);
+    CHECK(schema.leaf_path(i) == expected[i].path);
     CHECK(schema.leaves()[i].dtype == expected[i].dtype);
     CHECK(schema.leaves()[i].offset == expected[i].offset);
     CHECK(schema.leaves()[i].nbytes == expected[i].nbytes);
@@ -204,7 +211,7 @@ TEST_CASE("find_leaf and find_node locate every entry by path and return null fo
   for (const LeafPlan& plan : leaves) {
     const LeafSpec* found = schema.find_leaf(plan.path);
     REQUIRE(found != nullptr);
-    CHECK(found->path == plan.path);
+    CHECK(schema.path_of(*found) == plan.path);
     CHECK(found->dtype == plan.dtype);
     CHECK(found->shape == plan.shape);
   }
@@ -219,13 +226,45 @@ TEST_CASE("find_leaf and find_node locate every entry by path and return null fo
   CHECK(nested.find_leaf({"next", "done"})->dtype == DType::Bool);
 }
 
+TEST_CASE("each leaf's path is the Path it was planned with: nested keys, keys with dots, empty keys") {
+  // Joined with dots, "next.obs" the key and {"next", "obs"} the path would read alike.
+  const std::vector<NodeSpec> nodes = {node({}, {2}, {"next.obs", "", "next", "a"}), node({"next"}, {2}, {"obs", ""}),
+                                       node({""}, {2}, {"x"})};
+  const std::vector<LeafPlan> leaves = {leaf({"next.obs"}, DType::Float32, {2}), leaf({"next", "obs"}, DType::Float32, {2, 3}),
+                                        leaf({"next", ""}, DType::Int64, {2}), leaf({"", "x"}, DType::UInt8, {2}),
+                                        leaf({"a"}, DType::Bool, {2, 1})};
+  const Schema schema = Schema::plan(nodes, leaves, DeviceType::CPU);
+  const Schema decoded = round_trip(schema);
+  for (const Schema* s : {&schema, &decoded}) {
+    for (const LeafPlan& plan : leaves) {
+      INFO(path_str(plan.path));
+      const LeafSpec* found = s->find_leaf(plan.path);
+      REQUIRE(found != nullptr);
+      CHECK(s->path_of(*found) == plan.path);
+      CHECK(s->path_of(*found).to_path() == plan.path);
+      CHECK(found->dtype == plan.dtype);
+      CHECK(s->find_leaf(s->path_of(*found)) == found);
+    }
+    for (std::size_t i = 0; i < s->leaves().size(); ++i) CHECK(s->path_of(s->leaves()[i]) == s->leaf_path(i));
+  }
+  CHECK(schema.find_leaf({"next"}) == nullptr);
+  CHECK(schema.find_leaf({"next", "obs", ""}) == nullptr);
+  const PathView nested = schema.path_of(*schema.find_leaf({"next", ""}));
+  CHECK(schema.find_node(nested.first(1)) == schema.find_node({"next"}));
+  CHECK(schema.find_node(nested.first(0)) == &schema.nodes()[0]);
+  check_same_leaves(decoded, schema);
+  const Schema copy = decoded;  // a copy holds its own keys: its views point into it
+  CHECK(copy == schema);
+  CHECK(copy.leaf_path(0)[0].data() != decoded.leaf_path(0)[0].data());
+}
+
 TEST_CASE("the same tree built in two insertion orders has the same layout and fingerprint") {
   std::vector<NodeSpec> nodes = {node({"next"}, {4}, {"obs", "done", "reward"}), node({}, {4}, {"next", "action", "obs"})};
   std::vector<LeafPlan> leaves = rollout_leaves();
   std::reverse(leaves.begin(), leaves.end());
   const Schema reordered = Schema::plan(nodes, leaves, DeviceType::CPU);
   const Schema original = rollout();
-  CHECK(reordered.leaves() == original.leaves());
+  check_same_leaves(reordered, original);
   CHECK(reordered.buckets() == original.buckets());
   CHECK(reordered.total_bytes() == original.total_bytes());
   CHECK(reordered.fingerprint() == original.fingerprint());
@@ -425,7 +464,7 @@ TEST_CASE("a schema of thousands of leaves survives encode then decode field by 
     const LeafSpec& a = schema.leaves()[i];
     const LeafSpec& b = decoded.leaves()[i];
     INFO("leaf " << i);
-    CHECK(b.path == a.path);
+    CHECK(decoded.leaf_path(i) == schema.leaf_path(i));
     CHECK(b.dtype == a.dtype);
     CHECK(b.shape == a.shape);
     CHECK(b.offset == a.offset);
@@ -454,14 +493,15 @@ TEST_CASE("plan lays out leaves listed in any order exactly as when they are lis
   std::vector<NodeSpec> nodes = tree.nodes;
   std::reverse(nodes.begin(), nodes.end());
   const Schema reordered = Schema::plan(nodes, shuffled, DeviceType::CPU);
-  CHECK(reordered.leaves() == in_order.leaves());
+  check_same_leaves(reordered, in_order);
   CHECK(reordered.nodes() == in_order.nodes());
   CHECK(reordered.fingerprint() == in_order.fingerprint());
   for (std::size_t i = 1; i < in_order.leaves().size(); ++i) {
     const LeafSpec& before = in_order.leaves()[i - 1];
     const LeafSpec& after = in_order.leaves()[i];
     INFO("leaf " << i);
-    CHECK((before.dtype < after.dtype || (before.dtype == after.dtype && before.path < after.path)));
+    CHECK((before.dtype < after.dtype ||
+           (before.dtype == after.dtype && in_order.leaf_path(i - 1).to_path() < in_order.leaf_path(i).to_path())));
   }
 }
 
@@ -472,9 +512,9 @@ TEST_CASE("the fingerprint is XXH3-64 of the canonical layout bytes, however man
   const auto number = [&](std::uint64_t v) {
     for (int i = 0; i < 8; ++i) canonical.push_back(static_cast<char>(v >> (8 * i)));
   };
-  const auto path = [&](const Path& p) {
+  const auto path = [&](const auto& p) {
     number(p.size());
-    for (const std::string& key : p) {
+    for (const std::string_view key : p) {
       number(key.size());
       canonical += key;
     }
@@ -489,8 +529,9 @@ TEST_CASE("the fingerprint is XXH3-64 of the canonical layout bytes, however man
     canonical.clear();
     number(Schema::kFormatVersion);
     number(schema.leaves().size());
-    for (const LeafSpec& l : schema.leaves()) {
-      path(l.path);
+    for (std::size_t i = 0; i < schema.leaves().size(); ++i) {
+      const LeafSpec& l = schema.leaves()[i];
+      path(schema.leaf_path(i));
       number(static_cast<std::uint64_t>(l.dtype));
       shape(l.shape);
       number(l.offset);

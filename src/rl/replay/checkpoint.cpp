@@ -66,8 +66,9 @@ CheckpointInfo write_checkpoint(const ControlBlock& control, const RowStore& sto
   fs::create_directory(temp.path());
   const TensorTree rows = store.tree().memmap_like(temp.path() / "rows", {.durable = false});
   std::vector<std::byte*> targets;
-  for (const LeafSpec& leaf : store.layout().row_schema().leaves()) {
-    targets.push_back(static_cast<std::byte*>(rows.get(leaf.path).data_ptr()));
+  const Schema& schema = store.layout().row_schema();
+  for (std::size_t i = 0; i < schema.leaves().size(); ++i) {
+    targets.push_back(static_cast<std::byte*>(rows.get(schema.leaf_path(i)).data_ptr()));
   }
   const ControlBlock copy = ControlBlock::create(temp.path(), options_of(control));
   for (std::int64_t row = 0; row < control.capacity(); ++row) {

@@ -43,7 +43,7 @@ void move_tree_into(const fs::path& from, const fs::path& dir) {
 RowStore::RowStore(TensorTree tree, RowLayout layout) : tree_(std::move(tree)), layout_(std::move(layout)) {
   bases_.resize(layout_.leaf_count());
   for (std::size_t i = 0; i < bases_.size(); ++i) {
-    const Tensor& leaf = tree_.get(layout_.row_schema().leaves()[i].path);
+    const Tensor& leaf = tree_.get(layout_.row_schema().leaf_path(i));
     bases_[i] = static_cast<std::byte*>(leaf.data_ptr());
   }
   tree_.for_each_leaf([&](const Path& path, const Tensor&) {

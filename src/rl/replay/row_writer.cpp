@@ -53,7 +53,7 @@ void RowWriter::match_by_path(const TensorTree& rows, const RowStore& store) {
   for (std::size_t i = 0; i < sources_.size(); ++i) {
     if (sources_[i] == nullptr) {
       throw SchemaMismatch(fmt::format("ReplayBuffer::extend: the tree lacks leaf '{}' of the buffer's layout",
-                                       path_str(store.layout().row_schema().leaves()[i].path)));
+                                       path_str(store.layout().row_schema().leaf_path(i))));
     }
   }
 }
@@ -69,12 +69,12 @@ void RowWriter::match(const TensorTree& rows, const RowStore& store) {
   // A tree built like the first one visits its leaves in the storage's depth-first order: then
   // each leaf is checked against the layout entry it should be, without a lookup.
   const auto& order = store.depth_first_order();
-  const auto& specs = store.layout().row_schema().leaves();
+  const Schema& schema = store.layout().row_schema();
   std::size_t next = 0;
   bool in_order = true;
   rows.for_each_leaf([&](const Path& path, const Tensor& leaf) {
     if (!in_order) return;
-    if (next >= order.size() || specs[order[next]].path != path) {
+    if (next >= order.size() || schema.leaf_path(order[next]) != path) {
       in_order = false;
       return;
     }
