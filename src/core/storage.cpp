@@ -1,5 +1,6 @@
 #include "tensortree/storage.hpp"
 
+#include <atomic>
 #include <new>
 #include <utility>
 
@@ -56,6 +57,15 @@ std::shared_ptr<Storage> Storage::adopt(void* data, std::size_t nbytes, Device d
   return storage;
 }
 
+namespace {
+
+std::atomic<std::uint64_t>& trades() {
+  static std::atomic<std::uint64_t> count{0};
+  return count;
+}
+
+}  // namespace
+
 void detail::StorageAccess::swap_memory(Storage& a, Storage& b) {
   if (a.device_ != b.device_) {
     throw InvalidArgument(fmt::format("swap_memory needs two storages on one device; got {} and {}", a.device_,
@@ -66,7 +76,10 @@ void detail::StorageAccess::swap_memory(Storage& a, Storage& b) {
   std::swap(a.kind_, b.kind_);
   std::swap(a.deleter_, b.deleter_);
   std::swap(a.shared_fd_, b.shared_fd_);
+  trades().fetch_add(1, std::memory_order_acq_rel);  // after the swap: a reader that sees the count sees it
 }
+
+std::uint64_t detail::StorageAccess::memory_trades() noexcept { return trades().load(std::memory_order_acquire); }
 
 std::shared_ptr<Storage> detail::StorageAccess::take_memory(Storage& from) {
   std::shared_ptr<Storage> taken(new Storage(nullptr, 0, from.device_, from.kind_, nullptr));

@@ -3,6 +3,9 @@
 // the library knows no one else holds a view (a receive into its own consolidated buffer).
 #pragma once
 
+#include <cstdint>
+#include <memory>
+
 #include "tensortree/storage.hpp"
 
 namespace tensortree::detail {
@@ -16,6 +19,9 @@ struct StorageAccess {
   // memory, 0 bytes): how a receive gives a tree the buffer a message arrived in when the spare's
   // pool keeps holding the spare itself.
   static std::shared_ptr<Storage> take_memory(Storage& from);
+  // How many times swap_memory has run in this process: while it has not changed, every Storage
+  // still holds the memory it held, so addresses read from storages earlier are still theirs.
+  static std::uint64_t memory_trades() noexcept;
 };
 
 }  // namespace tensortree::detail

@@ -4,6 +4,7 @@
 #include <array>
 #include <optional>
 
+#include "core/storage_access.hpp"
 #include "core/strided_copy.hpp"
 #include "core/text_format.hpp"
 #include "tensortree/error.hpp"
@@ -90,7 +91,9 @@ std::shared_ptr<const TreePacking> packing_for(const TensorTree& tree, std::opti
 }
 
 const ResolvedSegments& resolve(const TreePacking& packing) {
-  thread_local ResolvedSegments out;
+  const std::uint64_t trades = StorageAccess::memory_trades();
+  ResolvedSegments& out = packing.resolved;
+  if (packing.resolved_at_trades == trades) return out;
   out.strided = packing.strided;
   out.segments.resize(packing.segments.size());
   const std::size_t count = packing.segments.size();
@@ -102,6 +105,7 @@ const ResolvedSegments& resolve(const TreePacking& packing) {
     if (segment.strided_index >= 0) out.strided[static_cast<std::size_t>(segment.strided_index)].data = segment.leaf_data;
     out.segments[i] = segment;
   }
+  packing.resolved_at_trades = trades;
   return out;
 }
 

@@ -25,6 +25,12 @@ struct LeafSource {
   std::uint64_t byte_offset = 0;
 };
 
+// The segments with the leaves' current addresses.
+struct ResolvedSegments {
+  std::vector<PackSegment> segments;
+  std::vector<StridedView> strided;
+};
+
 struct TreePacking {
   std::uint64_t structure_version = 0;
   Device source = Device::cpu();  // the leaves' device (the CPU for a tree without leaves)
@@ -34,6 +40,9 @@ struct TreePacking {
   std::vector<PackSegment> segments;
   std::vector<LeafSource> sources;
   std::vector<StridedView> strided;
+  // resolve()'s last result, and the count of memory trades it was read at.
+  mutable ResolvedSegments resolved;
+  mutable std::uint64_t resolved_at_trades = ~std::uint64_t{0};
 
   // True when a leaf with bytes views `storage`: packing into it in place could then overwrite
   // bytes before they are read.
@@ -46,12 +55,9 @@ struct TreePacking {
 std::shared_ptr<const TreePacking> packing_for(const TensorTree& tree, std::optional<DeviceType> storage_device,
                                                std::string_view op);
 
-// The segments with the leaves' current addresses, in this thread's reusable vectors (valid until
-// the thread's next resolve()).
-struct ResolvedSegments {
-  std::vector<PackSegment> segments;
-  std::vector<StridedView> strided;
-};
+// The segments with the leaves' current addresses. Kept in the packing and read again only when
+// some Storage has traded its memory since (StorageAccess::memory_trades), so a sender that packs
+// one tree again and again reads no Storage at all. A packing belongs to the thread that made it.
 const ResolvedSegments& resolve(const TreePacking& packing);
 
 }  // namespace tensortree::detail
