@@ -84,26 +84,31 @@ TensorTree ConsolidationAccess::views_like(const TensorTree& source, const Stora
   return result;
 }
 
-void ConsolidationAccess::fill_from_schema(const Schema& schema, const NodeSpec& spec, TensorTree& target,
-                                           const StoragePtr& storage) {
-  target.batch_size_ = spec.batch_size;
-  Path child_path = spec.path;
-  for (const std::string& key : spec.keys) {
-    child_path.push_back(key);
-    if (const LeafSpec* leaf = schema.find_leaf(child_path)) {
-      target.append(key, Tensor(storage, leaf->offset, leaf->dtype, leaf->shape, {}));
+void ConsolidationAccess::build_from_recipe(const TreeRecipe& recipe, std::size_t node, TensorTree& target,
+                                            const StoragePtr& storage) {
+  const TreeRecipe::Node& step = recipe.nodes[node];
+  const std::vector<LeafSpec>& leaves = recipe.schema->leaves();
+  target.batch_size_ = step.spec->batch_size;
+  target.entries_.reserve(step.entries.size());
+  for (const TreeRecipe::Entry& entry : step.entries) {
+    if (entry.is_leaf) {
+      const LeafSpec& leaf = leaves[entry.index];
+      target.entries_.emplace_back(*entry.key, Tensor(storage, leaf.offset, leaf.dtype, leaf.shape, {}), nullptr);
     } else {
-      TensorTree child;
-      fill_from_schema(schema, *schema.find_node(child_path), child, storage);
-      target.append(key, std::move(child));
+      auto child = std::make_unique<TensorTree>();
+      build_from_recipe(recipe, entry.index, *child, storage);
+      child->parent_ = &target;
+      target.entries_.emplace_back(*entry.key, Tensor{}, std::move(child));
     }
-    child_path.pop_back();
   }
+  target.index_ = step.index;
 }
 
-TensorTree ConsolidationAccess::views_from_schema(const Schema& schema, const StoragePtr& storage) {
+TensorTree ConsolidationAccess::views_from_schema(const std::shared_ptr<const Schema>& schema,
+                                                  const StoragePtr& storage) {
+  const std::shared_ptr<const TreeRecipe> recipe = recipe_for(schema, TensorTree::kIndexedEntries);
   TensorTree result;
-  fill_from_schema(schema, *schema.find_node({}), result, storage);
+  build_from_recipe(*recipe, 0, result, storage);
   return result;
 }
 
@@ -235,7 +240,7 @@ TensorTree TensorTree::from_consolidated(StoragePtr storage, std::shared_ptr<con
     throw InvalidArgument(fmt::format("from_consolidated: the schema describes a {} buffer but the storage is on {}",
                                       Device(schema->storage_device(), 0), storage->device()));
   }
-  TensorTree result = detail::ConsolidationAccess::views_from_schema(*schema, storage);
+  TensorTree result = detail::ConsolidationAccess::views_from_schema(schema, storage);
   detail::ConsolidationAccess::attach(result, std::move(storage), std::move(schema));
   return result;
 }

@@ -11,6 +11,7 @@
 
 #include "tree/layout_plan.hpp"
 #include "tree/tree_packing.hpp"
+#include "tree/tree_recipe.hpp"
 #include "tensortree/schema.hpp"
 #include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
@@ -46,8 +47,9 @@ struct ConsolidationAccess {
   // A tree shaped like `source` whose leaves are views of `storage` at `offsets` (depth-first order).
   static TensorTree views_like(const TensorTree& source, const StoragePtr& storage,
                                std::span<const std::uint64_t> offsets);
-  // A tree built from the schema alone, leaves viewing `storage`, keys in their recorded order.
-  static TensorTree views_from_schema(const Schema& schema, const StoragePtr& storage);
+  // A tree built from the schema alone, leaves viewing `storage`, keys in their recorded order
+  // (from the schema's cached recipe: tree_recipe.hpp).
+  static TensorTree views_from_schema(const std::shared_ptr<const Schema>& schema, const StoragePtr& storage);
 
   static void attach(TensorTree& root, StoragePtr storage, std::shared_ptr<const Schema> schema) {
     root.attach_consolidation(std::move(storage), std::move(schema));
@@ -65,8 +67,8 @@ struct ConsolidationAccess {
                          std::span<const std::uint64_t> offsets, std::size_t& next_leaf);
   static long holders_in(const TensorTree& node, const Storage* storage);
   static void rebind_leaves(TensorTree& node, const StoragePtr& storage);
-  static void fill_from_schema(const Schema& schema, const NodeSpec& spec, TensorTree& target,
-                               const StoragePtr& storage);
+  static void build_from_recipe(const TreeRecipe& recipe, std::size_t node, TensorTree& target,
+                                const StoragePtr& storage);
 };
 
 }  // namespace tensortree::detail

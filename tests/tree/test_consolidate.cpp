@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "tensortree/schema.hpp"
@@ -206,4 +207,33 @@ TEST_CASE("consolidate_async of a host tree packs before it returns, with its wo
   REQUIRE(packed.is_consolidated());
   REQUIRE(packed.equal(tree));
   REQUIRE(packed.storage() != tree.get("obs").storage());
+}
+
+TEST_CASE("trees built from one schema share their wide nodes' key index, which a change to one leaves alone") {
+  TensorTree wide(Shape{2});
+  for (int i = 0; i < 40; ++i) wide.set("w.key_" + std::to_string(i), Tensor::arange({2}, 10.0 * i, 1, {DType::Int32}));
+  const TensorTree packed = wide.consolidate();
+  TensorTree first = TensorTree::from_consolidated(packed.storage(), packed.schema());
+  TensorTree second = TensorTree::from_consolidated(packed.storage(), packed.schema());
+
+  first.set("w.added", Tensor::arange({2}, 900, 1, {DType::Int32}));
+  second.erase("w.key_7");
+  second.rename_key_("w.key_8", "w.renamed");
+
+  const TensorTree third = TensorTree::from_consolidated(packed.storage(), packed.schema());
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = "w.key_" + std::to_string(i);
+    INFO(key);
+    REQUIRE(first.get(key).value_at_linear(1) == 10.0 * i + 1);
+    REQUIRE(third.get(key).value_at_linear(1) == 10.0 * i + 1);
+    REQUIRE(second.contains(key) == (i != 7 && i != 8));
+    if (i != 7 && i != 8) REQUIRE(second.get(key).value_at_linear(0) == 10.0 * i);
+  }
+  REQUIRE(first.get("w.added").value_at_linear(0) == 900.0);
+  REQUIRE_FALSE(third.contains("w.added"));
+  REQUIRE_FALSE(second.contains("w.added"));
+  REQUIRE(second.get("w.renamed").value_at_linear(0) == 80.0);
+  REQUIRE_FALSE(first.contains("w.renamed"));
+  REQUIRE(first.subtree("w").keys().size() == 41);
+  REQUIRE(second.subtree("w").keys().size() == 39);
 }
