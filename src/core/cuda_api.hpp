@@ -55,6 +55,11 @@ class CopyStream {
   int device() const { return device_; }
   // Queues a copy between any two of pinned host and device memory; returns at once.
   void copy_async(void* dst, const void* src, std::size_t nbytes) const;
+  // Queues copies of `rows` runs of `width` bytes, the r-th from src + r * src_pitch to
+  // dst + r * dst_pitch (a pitch is at least `width`); returns at once. One strided copy where the
+  // device allows such pitches, else one copy per row.
+  void copy_rows_async(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t width,
+                       std::size_t rows) const;
   // Blocks until everything queued so far has finished.
   void wait() const;
   // As wait(), for destructors: errors are ignored.

@@ -45,6 +45,9 @@ void copy_strided(const detail::StridedView&, const detail::StridedView&, std::s
 CopyStream::CopyStream(int) { built_without_cuda("CUDA streams"); }
 CopyStream::~CopyStream() = default;
 void CopyStream::copy_async(void*, const void*, std::size_t) const { built_without_cuda("device copies"); }
+void CopyStream::copy_rows_async(void*, std::size_t, const void*, std::size_t, std::size_t, std::size_t) const {
+  built_without_cuda("device copies");
+}
 void CopyStream::wait() const {}
 void CopyStream::wait_quietly() const noexcept {}
 CopyEvent::CopyEvent(int) { built_without_cuda("CUDA events"); }

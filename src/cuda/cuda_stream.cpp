@@ -2,10 +2,12 @@
 #include <cuda_runtime_api.h>
 
 #include "core/cuda_api.hpp"
+#include "core/text_format.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_device_guard.hpp"
 #include "cuda/cuda_handles.hpp"
 #include "cuda/stream_order.hpp"
+#include "tensortree/error.hpp"
 
 namespace tensortree::cuda {
 
@@ -33,6 +35,35 @@ void CopyStream::copy_async(void* dst, const void* src, std::size_t nbytes) cons
   DeviceGuard guard(device_);
   detail::order_after_current_stream();
   TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream_of(handle_)));
+}
+
+void CopyStream::copy_rows_async(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+                                 std::size_t width, std::size_t rows) const {
+  if (width == 0 || rows == 0) return;
+  if (dst_pitch < width || src_pitch < width) {
+    throw InvalidArgument(fmt::format("CopyStream::copy_rows_async: pitches {} and {} must be at least the width {}",
+                                      dst_pitch, src_pitch, width));
+  }
+  // Rows that already lie next to each other at both ends are one plain copy.
+  if (rows == 1 || (dst_pitch == width && src_pitch == width)) {
+    copy_async(dst, src, width * rows);
+    return;
+  }
+  DeviceGuard guard(device_);
+  // cudaMemcpy2DAsync refuses pitches above the device's limit (about 2 GiB): longer pieces go row
+  // by row.
+  int max_pitch = 0;
+  TT_CUDA_CHECK(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, device_));
+  const auto limit = static_cast<std::size_t>(max_pitch);
+  if (dst_pitch > limit || src_pitch > limit) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      copy_async(static_cast<std::byte*>(dst) + r * dst_pitch, static_cast<const std::byte*>(src) + r * src_pitch,
+                 width);
+    }
+    return;
+  }
+  detail::order_after_current_stream();
+  TT_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault, stream_of(handle_)));
 }
 
 void CopyStream::wait() const { TT_CUDA_CHECK(cudaStreamSynchronize(stream_of(handle_))); }

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "ops_test_support.hpp"
@@ -230,4 +232,191 @@ TEST_CASE("staged chunks: all_reduce and reduce, chunk by chunk of whole element
     // Off the root the tensor is the rank's own, untouched.
     CHECK(mismatch(reduced, dtype, {kElements}, me == root ? ValueAt(sum_over_ranks) : values_of(me)) == "");
   }
+}
+
+// ---- gathers and scatters: each chunk one host collective over the same part of every rank's piece ----
+
+namespace {
+
+// Element j of a tensor of `size` pieces of `piece` elements each, the piece of rank r holding
+// value(r, i) at its element i.
+ValueAt by_piece(std::int64_t piece, const std::function<double(int, std::int64_t)>& value) {
+  return [piece, value](std::int64_t j) { return value(static_cast<int>(j / piece), j % piece); };
+}
+
+// Bytes that fit a uint8 and differ by rank and position, never zero.
+double byte_value(int rank, std::int64_t i) { return static_cast<double>((i * 7 + rank * 31) % 251 + 1); }
+
+}  // namespace
+
+TEST_CASE("staged chunks: a chunked all_gather is one host all_gather per chunk of every rank's piece",
+          "[staged][chunks][collective]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  constexpr std::int64_t kBytes = 100;  // chunks of 27, 27, 27 and 19 bytes of every piece
+  const Tensor input = make_tensor({kBytes}, DType::UInt8, [me](std::int64_t i) { return byte_value(me, i); });
+  if (me == 0) {
+    // Rank 0 stages; the others run the host collectives the chunks must be, chunk by chunk.
+    const Tensor output = Tensor::zeros({size, kBytes}, {DType::UInt8});
+    staged.all_gather(output, input)->wait();
+    CHECK(mismatch(output, DType::UInt8, {size, kBytes}, by_piece(kBytes, byte_value)) == "");
+  } else {
+    for (std::int64_t start = 0; start < kBytes; start += kChunkLength) {
+      const std::int64_t length = std::min(kChunkLength, kBytes - start);
+      const Tensor chunk_out = Tensor::zeros({size * length}, {DType::UInt8});
+      host_backend().all_gather(chunk_out, input.narrow(0, start, length).contiguous())->wait();
+      // Chunk i holds every rank's part of it, rank by rank.
+      CHECK(mismatch(chunk_out, DType::UInt8, {size * length},
+                     by_piece(length, [start](int r, std::int64_t i) { return byte_value(r, start + i); })) == "");
+    }
+  }
+}
+
+TEST_CASE("staged chunks: all_gather of pieces that do not divide into chunks", "[staged][chunks][collective]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  // Float64: 27-byte chunks cut elements in two; Int16: 301 elements of 2 bytes end on a 8-byte chunk.
+  for (DType dtype : {DType::Float64, DType::Int16, DType::Float32}) {
+    INFO("dtype " << dtype_name(dtype));
+    const Tensor input = make_tensor({7, 43}, dtype, shifted(me, 17));
+    const Tensor output = Tensor::zeros({size, 7, 43}, {dtype});
+    // Two in flight, waited for in reverse order: their chunks still pair up collective by collective.
+    const Tensor second_input = make_tensor({kElements + 2}, dtype, shifted(me, 3));
+    const Tensor second_output = Tensor::zeros({size * (kElements + 2)}, {dtype});
+    const WorkPtr first = staged.all_gather(output, input);
+    const WorkPtr second = staged.all_gather(second_output, second_input);
+    second->wait();
+    first->wait();
+    CHECK(mismatch(output, dtype, {size, 7, 43}, by_piece(kElements, [](int r, std::int64_t i) {
+                     return rank_value(r, i + 17);
+                   })) == "");
+    CHECK(mismatch(second_output, dtype, {size * (kElements + 2)}, by_piece(kElements + 2, [](int r, std::int64_t i) {
+                     return rank_value(r, i + 3);
+                   })) == "");
+  }
+}
+
+TEST_CASE("staged chunks: all_gather into a non-contiguous output", "[staged][chunks][collective]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  const Tensor input = make_tensor({kElements}, DType::Int32, shifted(me, 5));
+  // [size, kElements] viewed from a [kElements, size] tensor: rank r's piece is column r.
+  const Tensor storage = Tensor::zeros({kElements, size}, {DType::Int32});
+  const Tensor output = storage.transpose(0, 1);
+  REQUIRE_FALSE(output.is_contiguous());
+  staged.all_gather(output, input)->wait();
+  CHECK(mismatch(output.contiguous(), DType::Int32, {size, kElements},
+                 by_piece(kElements, [](int r, std::int64_t i) { return rank_value(r, i + 5); })) == "");
+}
+
+TEST_CASE("staged chunks: gather to every root in turn", "[staged][chunks][collective]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  for (int root = 0; root < size; ++root) {
+    for (DType dtype : {DType::Float64, DType::Int32}) {
+      INFO("root " << root << ", dtype " << dtype_name(dtype));
+      const auto shift = static_cast<std::int64_t>(50 * root);
+      const Tensor input = make_tensor({kElements}, dtype, shifted(me, shift));
+      const Tensor output = me == root ? Tensor::zeros({size, kElements}, {dtype}) : Tensor();
+      staged.gather(output, input, root)->wait();
+      if (me == root) {
+        CHECK(mismatch(output, dtype, {size, kElements}, by_piece(kElements, [shift](int r, std::int64_t i) {
+                         return rank_value(r, i + shift);
+                       })) == "");
+      }
+      // The rank's own piece is only read.
+      CHECK(mismatch(input, dtype, {kElements}, shifted(me, shift)) == "");
+    }
+  }
+}
+
+TEST_CASE("staged chunks: scatter from every root in turn", "[staged][chunks][collective]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  constexpr std::int64_t kPiece = kElements + 2;  // 303 elements
+  for (int root = 0; root < size; ++root) {
+    for (DType dtype : {DType::Float64, DType::Int16}) {
+      INFO("root " << root << ", dtype " << dtype_name(dtype));
+      const auto shift = static_cast<std::int64_t>(70 * root);
+      // The root's rows: row r for rank r, each holding values of the root and of r.
+      const ValueAt rows = [root, shift](std::int64_t j) { return rank_value(root, j + shift); };
+      const Tensor input = me == root ? make_tensor({size, kPiece}, dtype, rows) : Tensor();
+      const Tensor output = Tensor::zeros({kPiece}, {dtype});
+      staged.scatter(output, input, root)->wait();
+      CHECK(mismatch(output, dtype, {kPiece}, [&](std::int64_t i) { return rows(me * kPiece + i); }) == "");
+    }
+  }
+}
+
+TEST_CASE("staged chunks: reduce_scatter, chunk by chunk of whole elements of every block",
+          "[staged][chunks][collective]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  for (DType dtype : {DType::Float64, DType::Int32}) {
+    INFO("dtype " << dtype_name(dtype));
+    const Tensor input = make_tensor({size, kElements}, dtype, values_of(me));
+    const Tensor output = Tensor::zeros({kElements}, {dtype});
+    staged.reduce_scatter(output, input, ReduceOp::Sum)->wait();
+    CHECK(mismatch(output, dtype, {kElements}, [&](std::int64_t i) {
+            double sum = 0;
+            for (int r = 0; r < size; ++r) sum += rank_value(r, me * kElements + i);
+            return sum;
+          }) == "");
+  }
+}
+
+TEST_CASE("staged chunks: pieces no longer than a chunk, and one byte longer", "[staged][chunks][collective]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  const int root = size - 1;
+  // 5 and 27 bytes stay one host collective (even when the gathered whole is longer than a chunk);
+  // 28 bytes are a chunk and one byte.
+  for (const std::int64_t bytes : {std::int64_t{5}, kChunkLength, kChunkLength + 1}) {
+    INFO(bytes << " bytes a piece");
+    const auto mine = [me](std::int64_t i) { return byte_value(me, i); };
+    const Tensor input = make_tensor({bytes}, DType::UInt8, mine);
+    const Tensor gathered = Tensor::zeros({size, bytes}, {DType::UInt8});
+    staged.all_gather(gathered, input)->wait();
+    CHECK(mismatch(gathered, DType::UInt8, {size, bytes}, by_piece(bytes, byte_value)) == "");
+
+    const Tensor at_root = me == root ? Tensor::zeros({size, bytes}, {DType::UInt8}) : Tensor();
+    staged.gather(at_root, input, root)->wait();
+    if (me == root) CHECK(mismatch(at_root, DType::UInt8, {size, bytes}, by_piece(bytes, byte_value)) == "");
+
+    const Tensor scattered = Tensor::zeros({bytes}, {DType::UInt8});
+    const ValueAt root_rows = by_piece(bytes, [root](int r, std::int64_t i) { return byte_value(root, 3 * r + i); });
+    staged.scatter(scattered, me == root ? make_tensor({size, bytes}, DType::UInt8, root_rows) : Tensor(), root)
+        ->wait();
+    CHECK(mismatch(scattered, DType::UInt8, {bytes}, [&](std::int64_t i) { return root_rows(me * bytes + i); }) ==
+          "");
+  }
+}
+
+TEST_CASE("staged chunks: a chunked all_gather into an output of the wrong length fails before sending anything",
+          "[staged][chunks][collective]") {
+  detail::StagedBackend staged = staged_backend();
+  const int me = staged.rank();
+  const int size = staged.size();
+  const Tensor input = make_tensor({kElements}, DType::Float32, shifted(me, 0));
+  // Every rank fails alike, so no host collective was posted that another rank would wait for.
+  const std::string error = error_of<InvalidArgument>(
+      [&] { staged.all_gather(Tensor::zeros({size * kElements - 1}, {DType::Float32}), input); });
+  CHECK(error.find("all_gather") != std::string::npos);
+  CHECK(error.find("output") != std::string::npos);
+  CHECK(error_of<InvalidArgument>([&] {
+          staged.all_gather(Tensor::zeros({size * kElements}, {DType::Float64}), input);
+        }).find("float") != std::string::npos);
+  // The engine still works: no chunk of the failed calls is waiting in the host backend.
+  const Tensor output = Tensor::zeros({size, kElements}, {DType::Float32});
+  staged.all_gather(output, input)->wait();
+  CHECK(mismatch(output, DType::Float32, {size, kElements}, by_piece(kElements, [](int r, std::int64_t i) {
+                   return rank_value(r, i);
+                 })) == "");
 }

@@ -174,6 +174,61 @@ TEST_CASE("a CUDA tree all_gathered holds every rank's tree in rank order", "[ra
   }
 }
 
+namespace {
+
+// Element i of rank r's piece of a large collective: exact in float64, distinct per rank and root.
+double piece_value(int rank, int root, std::int64_t i) { return 1e7 * (rank + 1) + 1e5 * root + static_cast<double>(i); }
+
+Tensor piece_on(Device device, int rank, int root, std::int64_t length) {
+  Tensor host = Tensor::empty({length}, {DType::Float64});
+  for (std::int64_t i = 0; i < length; ++i) host.data<double>()[i] = piece_value(rank, root, i);
+  return host.to(device);
+}
+
+// Empty when `tensor` (any device) holds piece_value(rank, root, i) at element i.
+std::string piece_difference(const Tensor& tensor, int rank, int root) {
+  const Tensor host = tensor.to(Device::cpu()).contiguous();
+  for (std::int64_t i = 0; i < host.numel(); ++i) {
+    if (host.data<double>()[i] != piece_value(rank, root, i)) {
+      return "element " + std::to_string(i) + " is " + std::to_string(host.data<double>()[i]);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+// Pieces of 1.5 MiB and 3 elements: more than the staged transport's 1 MiB chunks, not a whole
+// number of them, so that staged collectives copy chunk rows between the GPU and pinned memory.
+TEST_CASE("CUDA all_gather, gather and scatter of pieces longer than a staging chunk, every root",
+          "[ranks][cuda][collective]") {
+  const int me = world().rank();
+  const int size = world().size();
+  constexpr std::int64_t kLength = (std::int64_t{3} << 20) / 2 / 8 + 3;
+  const std::vector<Tensor> gathered = dist::all_gather(piece_on(gpu(), me, 0, kLength), world());
+  REQUIRE(gathered.size() == static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    INFO("all_gather, block of rank " << r);
+    CHECK(gathered[static_cast<std::size_t>(r)].device() == gpu());
+    CHECK(piece_difference(gathered[static_cast<std::size_t>(r)], r, 0) == "");
+  }
+  for (int root = 0; root < size; ++root) {
+    INFO("root " << root);
+    const std::vector<Tensor> at_root = dist::gather(piece_on(gpu(), me, root, kLength), root, world());
+    if (me == root) {
+      REQUIRE(at_root.size() == static_cast<std::size_t>(size));
+      for (int r = 0; r < size; ++r) CHECK(piece_difference(at_root[static_cast<std::size_t>(r)], r, root) == "");
+    }
+    std::vector<Tensor> inputs;
+    if (me == root) {
+      for (int r = 0; r < size; ++r) inputs.push_back(piece_on(gpu(), r, root, kLength));
+    }
+    const Tensor mine = dist::scatter(inputs, root, world());
+    CHECK(mine.device() == gpu());
+    CHECK(piece_difference(mine, me, root) == "");
+  }
+}
+
 TEST_CASE("debug mode: CUDA float64 sent into a float32 receiver of equal bytes fails the receiver, naming both",
           "[ranks][cuda][p2p][debug]") {
   std::vector<int> everyone(static_cast<std::size_t>(world().size()));

@@ -1,35 +1,21 @@
 #include "transport/staged/staged_backend.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
-#include "core/pinned_pool.hpp"
-#include "core/wait_bounded.hpp"
+#include "core/text_format.hpp"
+#include "transport/staged/chunked_work.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
 
 namespace {
-
-// How many chunks are copied to pinned memory ahead of the one being posted.
-constexpr std::size_t kCopiesAhead = 4;
-
-// A pinned host tensor of `numel` elements of `dtype`, from the process's pool: staging allocates
-// no page-locked memory once the pool holds buffers of the sizes in use. The buffer returns to the
-// pool when the last tensor or Work using it ends.
-Tensor pinned_tensor(DType dtype, Shape shape, std::size_t nbytes) {
-  return Tensor(PinnedPool::shared().storage(nbytes), 0, dtype, std::move(shape), {});
-}
-
-// A contiguous tensor as one dimension of its own elements.
-Tensor flat(const Tensor& tensor) {
-  return Tensor(tensor.storage(), tensor.byte_offset(), tensor.dtype(), {tensor.numel()}, {});
-}
 
 // The host copies of one operation's tensors (not chunked), and the tensors its results go back to.
 class Staging {
@@ -65,176 +51,64 @@ class Staging {
   }
 
  private:
-  static Tensor host_buffer(const Tensor& tensor) { return pinned_tensor(tensor.dtype(), tensor.shape(), tensor.nbytes()); }
+  static Tensor host_buffer(const Tensor& tensor) {
+    return pinned_tensor(tensor.dtype(), tensor.shape(), tensor.nbytes());
+  }
 
   std::vector<std::pair<Tensor, Tensor>> copy_back_;
 };
 
-}  // namespace
+// The chunked collectives cut every rank's piece by bytes and hand the host backend byte views, so
+// they check here what the host backend would have checked on the whole tensors: `all` holds
+// `size` pieces of `piece`'s dtype, on `piece`'s device.
+void check_pieces(std::string_view op, const Tensor& all, std::string_view all_name, const Tensor& piece,
+                  std::string_view piece_name, int size) {
+  if (!all.defined()) {
+    throw InvalidArgument(fmt::format("StagedBackend {}: {} is undefined; it must hold {} blocks of {}", op, all_name,
+                                      size, piece_name));
+  }
+  if (all.dtype() != piece.dtype() || all.numel() != piece.numel() * size || all.device() != piece.device()) {
+    throw InvalidArgument(fmt::format(
+        "StagedBackend {}: {} must hold {} x {} elements of {} on {} (the {}), got {} elements of {} on {}", op,
+        all_name, size, piece.numel(), dtype_name(piece.dtype()), piece.device().str(), piece_name, all.numel(),
+        dtype_name(all.dtype()), all.device().str()));
+  }
+}
 
-// One operation cut into chunks (see the header). Outbound, in the backend call: each chunk is
-// copied to pinned memory (kCopiesAhead chunks ahead, on the to-host stream) and its host
-// operation posted as soon as it is there. Inbound, as the Work is driven: each chunk whose host
-// operation completed is copied back to the caller's tensor on the to-device stream, in order.
-class ChunkedWork final : public Work {
+// A tensor a chunked collective writes, made contiguous: the caller's own when it is, else a
+// contiguous copy written back to it when the collective has finished. Every rank cuts a
+// collective's pieces alike whatever the layout of its own tensors, so no rank's layout may
+// decide whether it is chunked.
+class ContiguousOutput {
  public:
-  // Starts one chunk's host operation on `chunk` (a view of the pinned buffer) with `peer`.
-  using Start = std::function<WorkPtr(const Tensor& chunk, int peer)>;
-
-  // How a message ends. Point to point, its last chunk is always shorter than a chunk (empty when
-  // the length is a multiple of it), so that a receiver expecting a different length gets a
-  // chunk of the wrong length and fails instead of keeping a prefix. Collectives have equal
-  // lengths on every rank (dist_ops checks them) and need no such end.
-  enum class End : unsigned char { Short, Exact };
-
-  // `user` is the caller's tensor, flat; the pinned buffer is made alike.
-  ChunkedWork(Tensor user, std::size_t chunk_bytes, End end, std::shared_ptr<const StagedBackend::DeviceStreams> streams,
-              bool copy_back, Start start, int peer)
-      : user_(std::move(user)),
-        staging_(pinned_tensor(user_.dtype(), {user_.numel()}, user_.nbytes())),
-        chunk_elements_(std::max<std::int64_t>(1, static_cast<std::int64_t>(chunk_bytes / user_.itemsize()))),
-        count_(end == End::Short ? user_.numel() / chunk_elements_ + 1
-                                 : (user_.numel() + chunk_elements_ - 1) / chunk_elements_),
-        streams_(std::move(streams)),
-        copy_back_(copy_back),
-        start_(std::move(start)),
-        peer_(peer) {
-    if (streams_ && copy_back_) back_event_ = cuda::CopyEvent(streams_->to_device.device());
-  }
-  ChunkedWork(const ChunkedWork&) = delete;
-  ChunkedWork& operator=(const ChunkedWork&) = delete;
-  // Copies still queued read or write the pinned buffer and the caller's tensor: they finish
-  // before either is released. The chunks' host Works then end as the host backend ends them.
-  ~ChunkedWork() override {
-    for (const cuda::CopyEvent& event : ahead_) event.wait_quietly();
-    back_event_.wait_quietly();
-  }
-
-  std::int64_t count() const { return count_; }
-
-  // Posts chunks [begin, end) in order; with `copy_in`, each after its values reached pinned memory.
-  void post(bool copy_in, std::int64_t begin, std::int64_t end) {
-    const bool queued_in = copy_in && streams_;
-    if (queued_in) {
-      const auto ahead = static_cast<std::int64_t>(std::min<std::size_t>(kCopiesAhead, static_cast<std::size_t>(end - begin)));
-      ahead_.clear();
-      for (std::int64_t i = 0; i < ahead; ++i) ahead_.emplace_back(streams_->to_host.device());
-      for (std::int64_t i = begin; i < begin + ahead; ++i) queue_in(i, begin);
-    }
-    for (std::int64_t i = begin; i < end; ++i) {
-      if (queued_in) {
-        const cuda::CopyEvent& copied = ahead_[slot(i, begin)];
-        // Device work only (no peer involved): unbounded, but the host transfers keep moving.
-        poll_until([&] { return copied.done() || (advance(true), false); }, std::nullopt, WaitStyle::Spin);
-      } else if (copy_in) {
-        std::memcpy(chunk(staging_, i).data_ptr(), chunk(user_, i).data_ptr(), chunk(user_, i).nbytes());
-      }
-      chunks_.push_back(start_(chunk(staging_, i), peer_));
-      if (queued_in && i + static_cast<std::int64_t>(ahead_.size()) < end) {
-        queue_in(i + static_cast<std::int64_t>(ahead_.size()), begin);
-      }
-    }
-  }
-
-  // A receive from kAnySource: once its first chunk has arrived (waiting for it within the host
-  // backend's timeout), the rest are posted from that chunk's sender.
-  void learn_source() {
-    if (source_known_) return;
-    chunks_.front()->wait();
-    peer_ = chunks_.front()->source_rank();
-    source_known_ = true;
-    post(false, 1, count_);
-  }
-
-  int source_rank() const override {
-    if (!from_any_source_ || !source_known_) return Work::source_rank();
-    return peer_;
-  }
-
-  // A receive from kAnySource (`peer` is then ignored): post() only its first chunk.
-  void receive_from_any_source() {
-    from_any_source_ = true;
-    source_known_ = false;
-  }
-
- protected:
-  bool test() override {
-    if (!source_known_) {
-      if (!chunks_.front()->is_completed()) return false;
-      learn_source();
-    }
-    if (!advance(false)) return false;
-    return !back_event_queued_ || back_event_.done();
-  }
-
-  void block() override {
-    learn_source();
-    for (; settled_ < count_; ++settled_) {
-      chunks_[static_cast<std::size_t>(settled_)]->wait();
-      if (copy_back_) queue_back(settled_);
-    }
-    if (back_event_queued_) back_event_.wait();
+  explicit ContiguousOutput(const Tensor& user) : user_(user), tensor_(user.contiguous()) {}
+  const Tensor& tensor() const { return tensor_; }
+  WorkPtr after(WorkPtr work) const {
+    if (user_.is_contiguous()) return work;
+    return Work::then(std::move(work), [user = user_, written = tensor_] { user.copy_(written); });
   }
 
  private:
-  Tensor chunk(const Tensor& whole, std::int64_t index) const {
-    const std::int64_t start = index * chunk_elements_;
-    return whole.narrow(0, start, std::min(chunk_elements_, whole.numel() - start));
-  }
-
-  std::size_t slot(std::int64_t index, std::int64_t begin) const {
-    return static_cast<std::size_t>(index - begin) % ahead_.size();
-  }
-
-  void queue_in(std::int64_t index, std::int64_t begin) {
-    const Tensor from = chunk(user_, index);
-    streams_->to_host.copy_async(chunk(staging_, index).data_ptr(), from.data_ptr(), from.nbytes());
-    ahead_[slot(index, begin)].record(streams_->to_host);
-  }
-
-  void queue_back(std::int64_t index) {
-    const Tensor to = chunk(user_, index);
-    if (!streams_) {
-      std::memcpy(to.data_ptr(), chunk(staging_, index).data_ptr(), to.nbytes());
-      return;
-    }
-    streams_->to_device.copy_async(to.data_ptr(), chunk(staging_, index).data_ptr(), to.nbytes());
-    back_event_.record(streams_->to_device);
-    back_event_queued_ = true;
-  }
-
-  // Copies back every chunk that has arrived, in order, without blocking; true once all have.
-  // `quiet`: stops at a failed chunk instead of raising its error (the Work raises it later).
-  bool advance(bool quiet) {
-    while (settled_ < static_cast<std::int64_t>(chunks_.size())) {
-      const WorkPtr& host = chunks_[static_cast<std::size_t>(settled_)];
-      if (!host->is_completed()) return false;
-      if (std::exception_ptr error = host->exception()) {
-        if (quiet) return false;
-        std::rethrow_exception(error);
-      }
-      if (copy_back_) queue_back(settled_);
-      ++settled_;
-    }
-    return settled_ == count_;
-  }
-
-  const Tensor user_;
-  const Tensor staging_;
-  const std::int64_t chunk_elements_;
-  const std::int64_t count_;
-  const std::shared_ptr<const StagedBackend::DeviceStreams> streams_;  // null for a host tensor
-  const bool copy_back_;
-  const Start start_;
-  int peer_;
-  bool from_any_source_ = false;
-  bool source_known_ = true;
-  std::vector<WorkPtr> chunks_;             // the host operations posted, in chunk order
-  std::int64_t settled_ = 0;                // chunks [0, settled_) completed (and copied back)
-  std::vector<cuda::CopyEvent> ahead_;      // one per chunk copied ahead, reused in turn
-  cuda::CopyEvent back_event_;              // after the last copy back queued
-  bool back_event_queued_ = false;
+  Tensor user_;
+  Tensor tensor_;
 };
+
+// Posts every chunk of a collective (the same host operation on each rank's chunk i, see
+// chunked_work.hpp), `start` taking the chunk's pinned input and output views.
+WorkPtr post_chunked(std::optional<ChunkedWork::Side> in, std::optional<ChunkedWork::Side> out, std::size_t chunk_bytes,
+                     std::shared_ptr<const StagedBackend::DeviceStreams> streams,
+                     std::function<WorkPtr(const Tensor& in, const Tensor& out)> start) {
+  auto work = std::make_shared<ChunkedWork>(
+      std::move(in), std::move(out), chunk_bytes, ChunkedWork::End::Exact, std::move(streams),
+      [start = std::move(start)](const Tensor& in_chunk, const Tensor& out_chunk, int) {
+        return start(in_chunk, out_chunk);
+      },
+      -1);
+  work->post(0, work->count());
+  return work;
+}
+
+}  // namespace
 
 StagedBackend::StagedBackend(Engine& host, StagedBackendOptions options)
     : host_(host),
@@ -283,10 +157,15 @@ void StagedBackend::settle_any_source_receive(int tag) {
 WorkPtr StagedBackend::broadcast(const Tensor& tensor, int root) {
   if (chunked(tensor)) {
     const bool sending = rank() == root;
+    std::optional<ChunkedWork::Side> side = ChunkedWork::staged(tensor.byte_view());
     auto work = std::make_shared<ChunkedWork>(
-        tensor.byte_view(), options_.chunk_bytes, ChunkedWork::End::Exact, streams_for(tensor), !sending,
-        [this, root](const Tensor& chunk, int) { return host_.broadcast(chunk, root); }, root);
-    work->post(sending, 0, work->count());
+        sending ? side : std::nullopt, sending ? std::nullopt : side, options_.chunk_bytes, ChunkedWork::End::Exact,
+        streams_for(tensor),
+        [this, root, sending](const Tensor& in, const Tensor& out, int) {
+          return host_.broadcast(sending ? in : out, root);
+        },
+        root);
+    work->post(0, work->count());
     return work;
   }
   Staging staging;
@@ -296,11 +175,12 @@ WorkPtr StagedBackend::broadcast(const Tensor& tensor, int root) {
 
 WorkPtr StagedBackend::all_reduce(const Tensor& tensor, ReduceOp op) {
   if (chunked(tensor)) {
-    // Reductions are element-wise: each chunk of whole elements reduces on its own.
+    // Reductions are element-wise: each chunk of whole elements reduces on its own, in place.
+    const ChunkedWork::Side side = ChunkedWork::staged(flat(tensor));
     auto work = std::make_shared<ChunkedWork>(
-        flat(tensor), options_.chunk_bytes, ChunkedWork::End::Exact, streams_for(tensor), true,
-        [this, op](const Tensor& chunk, int) { return host_.all_reduce(chunk, op); }, -1);
-    work->post(true, 0, work->count());
+        side, side, options_.chunk_bytes, ChunkedWork::End::Exact, streams_for(tensor),
+        [this, op](const Tensor& in, const Tensor&, int) { return host_.all_reduce(in, op); }, -1);
+    work->post(0, work->count());
     return work;
   }
   Staging staging;
@@ -310,10 +190,13 @@ WorkPtr StagedBackend::all_reduce(const Tensor& tensor, ReduceOp op) {
 
 WorkPtr StagedBackend::reduce(const Tensor& tensor, int root, ReduceOp op) {
   if (chunked(tensor)) {
+    const ChunkedWork::Side side = ChunkedWork::staged(flat(tensor));
+    const bool is_root = rank() == root;
     auto work = std::make_shared<ChunkedWork>(
-        flat(tensor), options_.chunk_bytes, ChunkedWork::End::Exact, streams_for(tensor), rank() == root,
-        [this, root, op](const Tensor& chunk, int) { return host_.reduce(chunk, root, op); }, root);
-    work->post(true, 0, work->count());
+        side, is_root ? std::optional(side) : std::nullopt, options_.chunk_bytes, ChunkedWork::End::Exact,
+        streams_for(tensor),
+        [this, root, op](const Tensor& in, const Tensor&, int) { return host_.reduce(in, root, op); }, root);
+    work->post(0, work->count());
     return work;
   }
   Staging staging;
@@ -321,7 +204,20 @@ WorkPtr StagedBackend::reduce(const Tensor& tensor, int root, ReduceOp op) {
   return staging.after(host_.reduce(host, root, op));
 }
 
+bool StagedBackend::chunked_pieces(const Tensor& piece) const {
+  return piece.defined() && piece.nbytes() > options_.chunk_bytes;
+}
+
 WorkPtr StagedBackend::all_gather(const Tensor& output, const Tensor& input) {
+  if (chunked_pieces(input)) {
+    check_pieces("all_gather", output, "output", input, "input", size());
+    const ContiguousOutput gathered(output);
+    return gathered.after(post_chunked(
+        ChunkedWork::staged(input.contiguous().byte_view()),
+        ChunkedWork::staged(gathered.tensor().byte_view(), size()),
+        options_.chunk_bytes, streams_for(input),
+        [this](const Tensor& in, const Tensor& out) { return host_.all_gather(out, in); }));
+  }
   Staging staging;
   const Tensor host_input = staging.in(input);
   const Tensor host_output = staging.out(output);
@@ -329,6 +225,23 @@ WorkPtr StagedBackend::all_gather(const Tensor& output, const Tensor& input) {
 }
 
 WorkPtr StagedBackend::gather(const Tensor& output, const Tensor& input, int root) {
+  if (chunked_pieces(input)) {
+    const bool is_root = rank() == root;
+    if (!is_root) {
+      return post_chunked(
+          ChunkedWork::staged(input.contiguous().byte_view()),
+          std::nullopt,
+          options_.chunk_bytes, streams_for(input),
+          [this, root](const Tensor& in, const Tensor&) { return host_.gather(Tensor(), in, root); });
+    }
+    check_pieces("gather", output, "output", input, "input", size());
+    const ContiguousOutput gathered(output);
+    return gathered.after(post_chunked(
+        ChunkedWork::staged(input.contiguous().byte_view()),
+        ChunkedWork::staged(gathered.tensor().byte_view(), size()),
+        options_.chunk_bytes, streams_for(input),
+        [this, root](const Tensor& in, const Tensor& out) { return host_.gather(out, in, root); }));
+  }
   Staging staging;
   const Tensor host_input = staging.in(input);
   const Tensor host_output = rank() == root ? staging.out(output) : Tensor();
@@ -336,6 +249,18 @@ WorkPtr StagedBackend::gather(const Tensor& output, const Tensor& input, int roo
 }
 
 WorkPtr StagedBackend::scatter(const Tensor& output, const Tensor& input, int root) {
+  if (chunked_pieces(output)) {
+    const bool is_root = rank() == root;
+    if (is_root) check_pieces("scatter", input, "input", output, "output", size());
+    const ContiguousOutput piece(output);
+    std::optional<ChunkedWork::Side> all;
+    if (is_root) all = ChunkedWork::staged(input.contiguous().byte_view(), size());
+    return piece.after(post_chunked(
+        std::move(all),
+        ChunkedWork::staged(piece.tensor().byte_view()),
+        options_.chunk_bytes, streams_for(output),
+        [this, root](const Tensor& in, const Tensor& out) { return host_.scatter(out, in, root); }));
+  }
   Staging staging;
   const Tensor host_input = rank() == root ? staging.in(input) : Tensor();
   const Tensor host_output = staging.out(output);
@@ -343,12 +268,25 @@ WorkPtr StagedBackend::scatter(const Tensor& output, const Tensor& input, int ro
 }
 
 WorkPtr StagedBackend::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
+  if (chunked_pieces(output)) {
+    check_pieces("reduce_scatter", input, "input", output, "output", size());
+    // Element-wise like all_reduce: each chunk of whole elements of every rank's block reduces on
+    // its own.
+    const ContiguousOutput piece(output);
+    return piece.after(post_chunked(
+        ChunkedWork::staged(flat(input.contiguous()), size()),
+        ChunkedWork::staged(flat(piece.tensor())),
+        options_.chunk_bytes, streams_for(output),
+        [this, op](const Tensor& in, const Tensor& out) { return host_.reduce_scatter(out, in, op); }));
+  }
   Staging staging;
   const Tensor host_input = staging.in(input);
   const Tensor host_output = staging.out(output);
   return staging.after(host_.reduce_scatter(host_output, host_input, op));
 }
 
+// Whole: its blocks differ in length from rank to rank, so no rank could know how many chunks
+// another cuts (all_to_all is also one exchange with every peer, not a pipeline of one buffer).
 WorkPtr StagedBackend::all_to_all(const Tensor& output, const Tensor& input,
                                   std::span<const std::int64_t> output_counts,
                                   std::span<const std::int64_t> input_counts) {
@@ -361,9 +299,10 @@ WorkPtr StagedBackend::all_to_all(const Tensor& output, const Tensor& input,
 WorkPtr StagedBackend::send(const Tensor& tensor, int dst, int tag) {
   if (chunked(tensor)) {
     auto work = std::make_shared<ChunkedWork>(
-        tensor.byte_view(), options_.chunk_bytes, ChunkedWork::End::Short, streams_for(tensor), false,
-        [this, tag](const Tensor& chunk, int peer) { return host_.send(chunk, peer, tag); }, dst);
-    work->post(true, 0, work->count());
+        ChunkedWork::staged(tensor.byte_view()), std::nullopt, options_.chunk_bytes, ChunkedWork::End::Short,
+        streams_for(tensor),
+        [this, tag](const Tensor& in, const Tensor&, int peer) { return host_.send(in, peer, tag); }, dst);
+    work->post(0, work->count());
     return work;
   }
   Staging staging;
@@ -372,14 +311,15 @@ WorkPtr StagedBackend::send(const Tensor& tensor, int dst, int tag) {
 
 WorkPtr StagedBackend::chunked_recv(const Tensor& tensor, int src, int tag) {
   auto work = std::make_shared<ChunkedWork>(
-      tensor.byte_view(), options_.chunk_bytes, ChunkedWork::End::Short, streams_for(tensor), true,
-      [this, tag](const Tensor& chunk, int peer) { return host_.recv(chunk, peer, tag); }, src);
+      std::nullopt, ChunkedWork::staged(tensor.byte_view()), options_.chunk_bytes, ChunkedWork::End::Short,
+      streams_for(tensor),
+      [this, tag](const Tensor&, const Tensor& out, int peer) { return host_.recv(out, peer, tag); }, src);
   if (src != kAnySource) {
-    work->post(false, 0, work->count());
+    work->post(0, work->count());
     return work;
   }
   work->receive_from_any_source();
-  work->post(false, 0, 1);
+  work->post(0, 1);
   const std::lock_guard lock(mutex_);
   unsettled_any_source_[tag] = work;
   return work;

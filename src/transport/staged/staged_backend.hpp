@@ -7,11 +7,14 @@
 //
 // Chunks: send, recv, broadcast, all_reduce and reduce (and the sends and receives of batch_p2p)
 // of more than StagedBackendOptions::chunk_bytes travel as several host messages of that size, on
-// the same tag, so that copying one chunk between device and pinned memory overlaps the host
-// transfer of another. Every chunk's host operation is posted before the call returns, in chunk
-// order: the host backend's own ordering (MPI's per source, tag and communicator, and the order
-// of collectives) then matches chunks exactly as it would have matched the whole messages, even
-// when several operations with one tag are in flight. The caller's call therefore returns once
+// the same tag; so do all_gather, gather, scatter and reduce_scatter whose every rank's piece is
+// longer than a chunk, each chunk one host collective over the same part of every rank's piece
+// (chunked_work.hpp), so that copying one chunk between device and pinned memory overlaps the host
+// transfer of another. all_to_all stays whole: its blocks differ in length from rank to rank.
+// Every chunk's host operation is posted before the call returns, in chunk order: the host
+// backend's own ordering (MPI's per source, tag and communicator, and the order of collectives)
+// then matches chunks exactly as it would have matched the whole messages, even when several
+// operations with one tag are in flight. The caller's call therefore returns once
 // the last chunk has been copied to pinned memory (local device work, never a wait on a peer);
 // copies back to the device run as the chunks arrive, driven by the Work. A point-to-point
 // message's last chunk is always shorter than a chunk (empty when its length is a multiple of
@@ -88,6 +91,9 @@ class StagedBackend final : public Engine {
  private:
   // Whether `tensor` goes in chunks.
   bool chunked(const Tensor& tensor) const;
+  // Whether a collective whose every rank holds a piece like `piece` goes in chunks: by its length
+  // alone, which every rank knows alike.
+  bool chunked_pieces(const Tensor& piece) const;
   // The copy streams for `tensor`'s device; null for a host tensor.
   std::shared_ptr<const DeviceStreams> streams_for(const Tensor& tensor);
   WorkPtr chunked_recv(const Tensor& tensor, int src, int tag);
