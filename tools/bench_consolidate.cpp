@@ -1,7 +1,8 @@
 // consolidate() against the floor set by memcpy: how close packing a tree comes to copying the same
 // bytes as one block, and what each leaf costs when leaves are tiny. consolidate_us builds a new
 // tree each time (its buffer reused); refresh_us is consolidate_into() an earlier result, the
-// steady state of a sender (walk and copy only). Prints a table (or CSV) and exits non-zero if a
+// steady state of a sender (walk and copy only); async_us is consolidate_async() with eight in
+// flight (the GPU pipeline). Prints a table (or CSV) and exits non-zero if a
 // consolidated or refreshed tree differs from its source.
 #include <CLI/CLI.hpp>
 
@@ -83,6 +84,14 @@ bool run_case(const TreeCase& c, Device device, int threads, bench::Table& table
   const StoragePtr warm = packed.storage();
   const double t_pack = bench::time_per_call([&] { packed = tree.consolidate({.threads = threads, .reuse = warm}); });
   const double t_refresh = bench::time_per_call([&] { tree.consolidate_into(packed, {.threads = threads}); });
+  // consolidate_async() back to back, waiting for the last: what a pipeline that never waits on
+  // the host pays per tree (on a CPU the same as consolidate()).
+  constexpr int kInFlight = 8;
+  const double t_async = bench::time_per_call([&] {
+    WorkPtr last;
+    for (int i = 0; i < kInFlight; ++i) last = tree.consolidate_async({.threads = threads, .reuse = warm}).work;
+    last->wait();
+  }) / kInFlight;
   // New values in the source: a refresh that skipped the copy would now differ.
   tree.fill_(3);
   tree.consolidate_into(packed, {.threads = threads});
@@ -108,6 +117,7 @@ bool run_case(const TreeCase& c, Device device, int threads, bench::Table& table
              bench::fixed(total / t_pack / 1e9, 2), bench::fixed(t_memcpy / t_pack, 2),
              bench::fixed(t_per_leaf / t_pack, 2), bench::fixed(t_pack * 1e9 / c.leaves, 1),
              bench::fixed(t_refresh * 1e6, 1), bench::fixed(t_refresh * 1e9 / c.leaves, 1),
+             bench::fixed(t_async * 1e6, 1), bench::fixed(t_memcpy / t_async, 2),
              bench::fixed(t_encode * 1e6, 1), bench::fixed(t_decode * 1e6, 1)});
   return true;
 }
@@ -130,7 +140,8 @@ int main(int argc, char** argv) {
   if (!measured) return 77;
   const Device device = *measured;
   bench::Table table({"device", "tree", "MiB", "consolidate_us", "GB/s", "vs_memcpy", "vs_copy_per_leaf",
-                      "ns/leaf", "refresh_us", "refresh_ns/leaf", "encode_us", "decode_us"},
+                      "ns/leaf", "refresh_us", "refresh_ns/leaf", "async_us", "async_vs_memcpy", "encode_us",
+                      "decode_us"},
                      csv);
   bool ok = true;
   for (int i = 0; i < max_cases && i < static_cast<int>(kCases.size()); ++i) {
