@@ -2,7 +2,8 @@
 // raw MPI moving the same bytes.
 //
 // Modes (one row each per tree, the tree modes once per --transports entry):
-//   consolidated   tree.send() of an already-consolidated tree into a consolidated receiver (one message)
+//   consolidated   tree.send() of a tree consolidated for the group (consolidate_for: in the memory the
+//                  transport sends from) into a consolidated receiver (one message)
 //   pack+send      tree.send() of a tree that is not consolidated: packing into the wire buffer included
 //   per-leaf       tree.send({.mode = PerLeaf}): one message per leaf (TensorDict's default)
 //   raw-buffer     MPI_Send of one buffer of the tree's total bytes (the baseline)
@@ -337,7 +338,10 @@ struct Endpoint {
 Endpoint make_endpoint(Mode mode, const Case& c, const Group& group, int rank, Device device) {
   Endpoint end{mode, c, group, rank, {}, {}, {}, {}};
   switch (mode) {
-    case Mode::Consolidated: end.tree = make_tree(c, device).consolidate(); break;
+    case Mode::Consolidated:
+      // The sender's tree as a steady sender keeps it: in memory the group's transport sends from.
+      end.tree = rank == kSender ? make_tree(c, device).consolidate_for(group) : make_tree(c, device).consolidate();
+      break;
     case Mode::PackSend:
       // The sender's tree is not consolidated (every send packs it); the receiver's is.
       end.tree = rank == kSender ? make_tree(c, device) : make_tree(c, device).consolidate();

@@ -348,6 +348,13 @@ class TT_API TensorTree {
   // are kept alive until then and must not be written meanwhile. Any other tree is packed before it
   // returns, with `work` complete. auto [packed, work] = tree.consolidate_async();
   TreeTransfer consolidate_async(const ConsolidateOptions& options = {}) const;
+  // consolidate() into memory that `group`'s transports send from without a copy, for a tree sent
+  // through `group` more than once: on a GPU that other members share, memory they open through
+  // CUDA IPC (each send is then one copy, the receiver's, straight out of this buffer); on the host,
+  // the node's shared memory. Elsewhere the same as consolidate(). options.reuse is ignored; keep
+  // the buffer with consolidate_into. The send of such a tree completes when the receiver has its
+  // copy: write the tree again only after that.
+  TensorTree consolidate_for(const Group& group, const ConsolidateOptions& options = {}) const;
   // consolidate() for a sender that packs trees of one structure again and again. When `target` is
   // consolidated with this tree's layout on the device it asks for (an earlier result of
   // consolidate() or consolidate_into(), say) and no leaf of this tree views its buffer, this tree's

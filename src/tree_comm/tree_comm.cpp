@@ -16,6 +16,7 @@
 #include "tensortree/schema.hpp"
 #include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
+#include "tree/consolidation_access.hpp"
 #include "tree_comm/tree_comm_internal.hpp"
 #include "tree_comm/wire.hpp"
 
@@ -209,6 +210,18 @@ WorkPtr TensorTree::isend(int dst, const Group& group, const CommOptions& option
   const Outgoing out = detail::pack_for_wire(*this, op, kWireHeaderBytes, group);
   if (dist::detail::debug_mode_enabled(group)) return post_with_layout(out, dst, group, options.tag);
   return post_consolidated(out, out.device, dst, group, options.tag);
+}
+
+// In the buffer that pack_for_wire would pack this tree into: with the wire header's room behind
+// the payload and, where the group has shared memory, in it (own_buffer then sends it as it is).
+TensorTree TensorTree::consolidate_for(const Group& group, const ConsolidateOptions& options) const {
+  dist::detail::check_member(group, "consolidate_for");
+  const detail::WalkedTree walked = detail::walk_for_packing(*this, options, "consolidate_for");
+  ConsolidateOptions sendable = options;
+  sendable.device = walked.target;
+  sendable.reuse =
+      detail::outgoing_buffer(group, walked.plan->schema->total_bytes() + kWireHeaderBytes, walked.target);
+  return consolidate(sendable);
 }
 
 void TensorTree::send(int dst, const Group& group, const CommOptions& options) const {

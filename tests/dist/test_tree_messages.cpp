@@ -391,3 +391,51 @@ TEST_CASE("broadcast carries the schema only the first time a layout is broadcas
   CHECK(second.bytes <= total + 64);
   CHECK(second.calls <= 2);
 }
+
+namespace {
+
+// Pairs as above: the sender consolidates once for the group and refreshes that buffer each round.
+void rounds_from_a_buffer_for_the_group(const Group& group, HostTransport transport) {
+  // 48 KiB of pixels: more than a shared-memory frame carries inside it.
+  static const std::vector<LeafDef> defs = {
+      {"obs", DType::UInt8, {16, 3, 32, 32}},
+      {"reward", DType::Float32, {16}},
+      {"info.length", DType::Int32, {16}},
+  };
+  const Shape batch{16};
+  const int rank = group.rank();
+  const bool sender = rank % 2 == 0;
+  const int partner = sender ? rank + 1 : rank - 1;
+  if (partner >= group.size()) return;
+  constexpr int kRounds = 4;
+  if (sender) {
+    const TensorTree source = make_tree(defs, batch, rank, 0);
+    TensorTree packed = source.consolidate_for(group);
+    const StoragePtr buffer = packed.storage();
+    CHECK(buffer->kind() == (transport == HostTransport::SharedMemory ? MemoryKind::SharedHost : MemoryKind::Host));
+    for (int round = 1; round <= kRounds; ++round) {
+      // The previous send completed: the receiver has its copy, so this may overwrite the buffer.
+      fill_tree(source, defs, rank, round);
+      source.consolidate_into(packed);
+      CHECK(packed.storage() == buffer);
+      packed.send(partner, group, {.tag = 73});
+    }
+  } else {
+    TensorTree received = make_tree(defs, batch, rank, 0).consolidate();
+    for (int round = 1; round <= kRounds; ++round) {
+      received.recv(partner, group, {.tag = 73});
+      INFO("round " << round);
+      CHECK(tree_mismatch(received, defs, partner, round) == "");
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a tree consolidated for its group lies in memory the group sends from, and each round arrives whole",
+          "[tree_comm][tree_messages]") {
+  for (const HostTransport transport : transports_here()) {
+    INFO("shared memory " << (transport == HostTransport::SharedMemory));
+    rounds_from_a_buffer_for_the_group(all_ranks_over(transport), transport);
+  }
+}

@@ -1,5 +1,5 @@
 // CUDA trees between 2 and 3 ranks on one GPU (meson runs this program under mpiexec): send/recv,
-// isend/irecv (consolidated and leaf by leaf), init_remote, broadcast and all_gather of nested
+// a tree consolidated for the group and refreshed each round, isend/irecv (consolidated and leaf by leaf), init_remote, broadcast and all_gather of nested
 // trees with several dtypes, a strided leaf and a leaf longer than a staging chunk. Values depend
 // on the sending rank and every element is checked on the CPU. The test does not care which
 // transport the group picked for CUDA tensors (NCCL refuses two ranks on one GPU: CUDA IPC or
@@ -113,6 +113,29 @@ TEST_CASE("CUDA trees sent and received with blocking calls arrive whole at ever
     received.recv(0, world());
     CHECK(difference(received, 0, 1) == "");
     tree_of(me, 2, gpu()).send(0, world());
+  }
+}
+
+TEST_CASE("a CUDA tree consolidated for the group is sent from its own buffer, refreshed round after round",
+          "[ranks][cuda][p2p]") {
+  const int me = world().rank();
+  constexpr int kRounds = 3;
+  if (me == 0) {
+    TensorTree packed = tree_of(0, 0, gpu()).consolidate_for(world());
+    const StoragePtr buffer = packed.storage();
+    for (int round = 1; round <= kRounds; ++round) {
+      // Each send completed when its receiver had copied the buffer: it may be written again.
+      tree_of(0, round, gpu()).consolidate_into(packed);
+      CHECK(packed.storage() == buffer);
+      for (int r = 1; r < world().size(); ++r) packed.send(r, world());
+    }
+  } else {
+    TensorTree received = landing().consolidate();
+    for (int round = 1; round <= kRounds; ++round) {
+      received.recv(0, world());
+      INFO("round " << round);
+      CHECK(difference(received, 0, round) == "");
+    }
   }
 }
 

@@ -51,7 +51,7 @@ ExportedRegion HostShareableMemory::allocate(std::size_t nbytes) {
 
 ExportedRegion HostShareableMemory::export_storage(const StoragePtr& storage) {
   if (!storage || storage->kind() != MemoryKind::SharedHost) return {};
-  return {storage, handle_of(address_of(*storage)), nullptr};
+  return {storage, handle_of(address_of(*storage))};
 }
 
 void HostShareableMemory::copy_in(const Tensor& source, const ExportedRegion& region) {

@@ -1,7 +1,7 @@
 // ShareableMemory: what the node-local transport needs from one kind of memory: regions this
 // process writes and its peers on the node open. Two implementations, one protocol over them
 // (NodeLocalBackend): host memory in sealed memfds (HostShareableMemory) and CUDA device memory
-// through CUDA IPC with an interprocess event per region (CudaShareableMemory).
+// through CUDA IPC (CudaShareableMemory).
 #pragma once
 
 #include <array>
@@ -16,8 +16,8 @@
 
 namespace tensortree::detail {
 
-// How a peer opens a region: the memory kind's own description (a memfd's address; CUDA IPC
-// memory and event handles). Peer bytes: checked by whoever opens it.
+// How a peer opens a region: the memory kind's own description (a memfd's address; a CUDA IPC
+// memory handle). Peer bytes: checked by whoever opens it.
 inline constexpr std::size_t kRegionHandleBytes = 128;
 using RegionHandle = std::array<std::byte, kRegionHandleBytes>;
 
@@ -25,8 +25,6 @@ using RegionHandle = std::array<std::byte, kRegionHandleBytes>;
 struct ExportedRegion {
   StoragePtr storage;  // null: nothing exported
   RegionHandle handle{};
-  // Kind-specific state that lives as long as the region is in use (CUDA: its event).
-  std::shared_ptr<void> state;
 
   explicit operator bool() const { return storage != nullptr; }
 };
