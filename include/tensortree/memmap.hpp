@@ -61,15 +61,15 @@ enum class MemmapMode {
 struct LoadMemmapOptions {
   MemmapMode mode = MemmapMode::ReadOnly;
   // cpu(): as `mode` says. cuda:N: the leaves are read into one device block (each leaf a view of
-  // it; `mode` does not matter) through pinned staging buffers: several threads read a window of
-  // chunks out of the files while the window before it crosses the bus (NotSupported without a
-  // usable CUDA device).
+  // it; `mode` does not matter) through pinned staging buffers: several threads read the next
+  // chunks out of the files while the chunks read before them cross the bus (NotSupported without
+  // a usable CUDA device).
   Device device = Device::cpu();
   // Loads only the sub-tree at this path ({"next"}); the empty path is the whole tree.
   Path sub_path = {};
   // Bytes each reading thread reads at a time into a block (MemmapMode::Copy, CUDA loads); on the
   // CUDA path also the bytes of each pinned staging buffer: two per reader thread, one thread per
-  // core up to 8.
+  // core up to 16.
   std::size_t staging_bytes = std::size_t{4} << 20;
   // When set, the files are read into this tree's leaves, as MemmapMode::Copy reads them but with
   // no new memory, and load_memmap returns it: a reader that loads checkpoints again and again

@@ -1,8 +1,8 @@
 // Loading a tree's block onto a CUDA device. The block's bytes (a BlockImage: every leaf at an
-// aligned offset) cross the bus in large chunks however small the leaves are. Two windows of pinned
-// buffers carry the chunks: reader threads read one window's chunks out of the leaves' files (the
-// page-cache side, which one thread cannot keep up with) while a stream moves the other window's
-// chunks to the device, so page cache and PCIe work at once.
+// aligned offset) cross the bus in large chunks however small the leaves are. A ring of pinned
+// buffers carries the chunks: reader threads read the next chunks out of the leaves' files (the
+// page-cache side, which one thread cannot keep up with) while a stream moves the chunks read
+// before them to the device, so page cache and PCIe work at once.
 #pragma once
 
 #include <cstddef>

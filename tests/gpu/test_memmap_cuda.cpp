@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <string>
 
 #include "../memmap/memmap_test_support.hpp"
 
@@ -54,6 +56,26 @@ TEST_CASE("many small leaves of odd sizes load onto the GPU, several to a chunk 
     const TensorTree gpu = TensorTree::load_memmap(scratch / "t", {.device = kGpu, .staging_bytes = staging});
     for (const auto& [path, leaf] : gpu.leaves()) REQUIRE(leaf.device() == kGpu);
     require_same_tree(gpu, source);
+  }
+}
+
+TEST_CASE("a leaf file that shrank after the save fails a GPU load with CorruptData naming it, read by any chunk") {
+  const ScratchDir scratch;
+  TensorTree tree(Shape{4});
+  for (int i = 0; i < 64; ++i) tree.set(Path{"leaf_" + std::to_string(i)}, patterned({4, 4096}, DType::Float32, i + 1));
+  tree.memmap_(scratch / "t", {.durable = false});
+  const std::filesystem::path shrunk = scratch / "t" / "leaf_40.memmap";
+  REQUIRE(std::filesystem::is_regular_file(shrunk));
+  std::filesystem::resize_file(shrunk, 1000);
+  // Small chunks: many reads in flight when the one over the shrunk file fails.
+  for (const std::size_t staging : {std::size_t{4096}, std::size_t{64} << 10}) {
+    INFO("staging " << staging);
+    try {
+      (void)TensorTree::load_memmap(scratch / "t", {.device = kGpu, .staging_bytes = staging});
+      FAIL("the load succeeded");
+    } catch (const CorruptData& e) {
+      CHECK_THAT(e.what(), Catch::Contains("leaf_40"));
+    }
   }
 }
 
