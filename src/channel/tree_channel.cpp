@@ -155,7 +155,7 @@ struct TreeChannel::State {
     flush_posts(Clock::now() + options.timeout);
     const std::uint64_t total = out.schema->total_bytes();
     send_layout(*out.schema);
-    detail::write_wire_header({out.schema->fingerprint(), total, 0}, out.buffer->data() + total, out.device);
+    detail::write_trailing_header({out.schema->fingerprint(), total, 0}, out.buffer, total);
     send_frame(detail::FrameKind::Data, out.buffer->data(), total + kWireHeaderBytes);
     ++stats.trees_sent;
   }

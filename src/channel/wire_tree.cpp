@@ -38,9 +38,10 @@ std::shared_ptr<const WireTree> pack_wire_tree(const TensorTree& tree, BufferPoo
     // The tree's own buffer had the room: the bytes are copied all the same, so that the tree may change.
     StoragePtr copy = take_spare(pool, total + kWireHeaderBytes, device);
     copy_bytes(copy->data(), device, out.buffer->data(), device, total);
+    forget_trailing_header(copy);
     out.buffer = std::move(copy);
   }
-  write_wire_header({out.schema->fingerprint(), total, 0}, out.buffer->data() + total, device);
+  write_trailing_header({out.schema->fingerprint(), total, 0}, out.buffer, total);
   auto packed = std::make_shared<WireTree>();
   packed->schema = std::move(out.schema);
   packed->buffer = std::move(out.buffer);

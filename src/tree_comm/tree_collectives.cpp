@@ -134,6 +134,7 @@ WorkPtr broadcast_from_root(const TensorTree& tree, const Group& group) {
   announce(mine, root, group);
   if (failure) std::rethrow_exception(failure);
   const std::uint64_t total = out.schema->total_bytes();
+  if (!schema_bytes.empty()) detail::forget_trailing_header(out.buffer);  // written over by the schema
   detail::copy_bytes(out.buffer->data() + total, device, schema_bytes.data(), Device::cpu(), schema_bytes.size());
   const Tensor message = detail::storage_bytes(out.buffer, 0, total + schema_bytes.size());
   WorkPtr sent = group.collectives(device).broadcast(message, root);

@@ -35,7 +35,7 @@ void check_peer(int peer, const char* name, const Group& group, std::string_view
 // The payload with its wire header written behind it, sent as one message.
 WorkPtr post_consolidated(const Outgoing& out, Device device, int dst, const Group& group, int tag) {
   const std::uint64_t total = out.schema->total_bytes();
-  detail::write_wire_header({out.schema->fingerprint(), total, 0}, out.buffer->data() + total, device);
+  detail::write_trailing_header({out.schema->fingerprint(), total, 0}, out.buffer, total);
   const Tensor message = detail::storage_bytes(out.buffer, 0, total + kWireHeaderBytes);
   return dist::detail::post_to_peer(group, dst, device, "send",
                                     [&](PeerTransport& on) { return on.send(message, dst, tag); });
@@ -221,6 +221,7 @@ TensorTree TensorTree::consolidate_for(const Group& group, const ConsolidateOpti
   sendable.device = walked.target;
   sendable.reuse =
       detail::outgoing_buffer(group, walked.plan->schema->total_bytes() + kWireHeaderBytes, walked.target);
+  detail::forget_trailing_header(sendable.reuse);
   return consolidate(sendable);
 }
 

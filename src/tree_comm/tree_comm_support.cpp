@@ -31,6 +31,7 @@ namespace {
 
 Outgoing pack_walked_for_wire(const WalkedTree& walked, std::size_t room, const SpareBuffer& spare) {
   const StoragePtr reuse = spare(walked.plan->schema->total_bytes() + room, walked.target);
+  forget_trailing_header(reuse);
   PackedTree packed = pack_walked(walked, {.device = walked.target, .reuse = reuse});
   return {std::move(packed.storage), packed.plan->schema, walked.target};
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "comm/group_state.hpp"
 #include "core/buffer_pool.hpp"
 #include "core/cuda_api.hpp"
+#include "core/storage_access.hpp"
 #include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/transfer.hpp"
@@ -42,7 +45,71 @@ using Bytes = std::array<std::byte, kWireHeaderBytes>;
 struct ForArrivals : BufferPool {};
 struct ForSending : BufferPool {};
 
+// The headers write_trailing_header left in device buffers, the most recent few. A record holds
+// while its buffer lives, still holds the memory it held (no take_memory, no swap_memory in this
+// process since: a receive may have traded it) and nothing packed into it since
+// (forget_trailing_header). Writes by hand through a view of a buffer never reach the bytes behind
+// its payload.
+class TrailingHeaders {
+ public:
+  bool written(const StoragePtr& buffer, std::size_t offset, const WireHeader& header) {
+    const std::lock_guard lock(mutex_);
+    return std::any_of(records_.begin(), records_.end(), [&](const Record& record) {
+      return record.holds(buffer, offset, header);
+    });
+  }
+  void record(const StoragePtr& buffer, std::size_t offset, const WireHeader& header) {
+    const std::lock_guard lock(mutex_);
+    forget_locked(buffer.get());
+    records_[next_++ % records_.size()] = {buffer, buffer->data(), offset, header, StorageAccess::memory_trades()};
+  }
+  void forget(const Storage* buffer) {
+    const std::lock_guard lock(mutex_);
+    forget_locked(buffer);
+  }
+
+ private:
+  struct Record {
+    std::weak_ptr<Storage> buffer;
+    const std::byte* data = nullptr;
+    std::size_t offset = 0;
+    WireHeader header;
+    std::uint64_t trades = 0;
+
+    bool holds(const StoragePtr& other, std::size_t at, const WireHeader& wanted) const {
+      return buffer.lock() == other && other->data() == data && at == offset && wanted == header &&
+             trades == StorageAccess::memory_trades();
+    }
+  };
+  void forget_locked(const Storage* buffer) {
+    for (Record& record : records_) {
+      if (record.buffer.lock().get() == buffer) record = {};
+    }
+  }
+
+  std::mutex mutex_;
+  std::array<Record, 16> records_;
+  std::size_t next_ = 0;
+};
+
+TrailingHeaders& trailing_headers() {
+  static TrailingHeaders headers;
+  return headers;
+}
+
 }  // namespace
+
+void write_trailing_header(const WireHeader& header, const StoragePtr& buffer, std::size_t offset) {
+  if (buffer->device().is_cpu()) {
+    write_wire_header(header, buffer->data() + offset, buffer->device());
+    return;
+  }
+  if (trailing_headers().written(buffer, offset, header)) return;
+  write_wire_header(header, buffer->data() + offset, buffer->device());
+  trailing_headers().record(buffer, offset, header);
+}
+
+void forget_trailing_header(const StoragePtr& buffer) { trailing_headers().forget(buffer.get()); }
 
 void write_wire_header(const WireHeader& header, std::byte* at, Device device) {
   WireRecord record{};

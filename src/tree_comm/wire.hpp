@@ -28,6 +28,15 @@ std::string rank_name(int rank);
 
 // Writes the header at `at`, in host or device memory on `device`.
 void write_wire_header(const WireHeader& header, std::byte* at, Device device);
+// write_wire_header behind a payload: at byte `offset` of `buffer`, in memory on buffer's device.
+// In device memory it is skipped when this process wrote the same header there last and the
+// buffer still holds the same memory: a tree sent again and again from its own buffer (one
+// consolidated for its group) then costs the sender no copy to the device, which on a GPU that
+// several processes share waits for their work (~135 us on an H100 while a peer copies).
+void write_trailing_header(const WireHeader& header, const StoragePtr& buffer, std::size_t offset);
+// Forgets what write_trailing_header wrote into `buffer`: for a pack into it, which may write
+// its bytes over an earlier header.
+void forget_trailing_header(const StoragePtr& buffer);
 // Reads the header at `at`; CorruptData naming `sender` (a group rank) and `what` ("recv") when
 // the magic, version, checksum or reserved bytes are wrong.
 WireHeader read_wire_header(const std::byte* at, Device device, int sender, const char* what);

@@ -129,6 +129,11 @@ TEST_CASE("a CUDA tree consolidated for the group is sent from its own buffer, r
       CHECK(packed.storage() == buffer);
       for (int r = 1; r < world().size(); ++r) packed.send(r, world());
     }
+    // The first broadcast of a layout writes its schema behind the payload, over the wire header
+    // the sends left there: the send after it must write the header again.
+    packed.broadcast(0, world());
+    tree_of(0, kRounds + 1, gpu()).consolidate_into(packed);
+    for (int r = 1; r < world().size(); ++r) packed.send(r, world());
   } else {
     TensorTree received = landing().consolidate();
     for (int round = 1; round <= kRounds; ++round) {
@@ -136,6 +141,10 @@ TEST_CASE("a CUDA tree consolidated for the group is sent from its own buffer, r
       INFO("round " << round);
       CHECK(difference(received, 0, round) == "");
     }
+    received.broadcast(0, world());
+    CHECK(difference(received, 0, kRounds) == "");
+    received.recv(0, world());
+    CHECK(difference(received, 0, kRounds + 1) == "");
   }
 }
 
