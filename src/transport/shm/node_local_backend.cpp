@@ -139,15 +139,22 @@ struct NodeLocalBackend::State {
     return Tensor::empty({static_cast<std::int64_t>(bytes)}, {DType::UInt8});
   }
 
-  // A frame that arrived for `destination`: its payload moved there (and acknowledged).
+  // A frame that arrived for `destination`: its payload moved there (and acknowledged). `message`
+  // is the buffer the frame landed in, sized for the frame this rank expected: a frame for another
+  // length may be shorter (MPI says nothing of that), so its header alone is decoded, and a region
+  // frame of the wrong length is refused, acknowledged all the same.
   void deliver(int peer, int tag, const Tensor& message, const Tensor& destination) {
     const auto* first = static_cast<const std::byte*>(message.data_ptr());
-    const Frame frame = decode_frame({first, message.nbytes()}, peer);
+    const Frame frame = decode_frame_header({first, message.nbytes()}, peer);
     if (frame.length != destination.nbytes()) {
       if (in_region(frame.kind)) acknowledge(peer, frame.token, false);
       throw InvalidArgument(wrong_length(peer, tag, frame.length, destination));
     }
     if (frame.kind == FrameKind::Inline) {
+      if (kFrameHeaderBytes + frame.length > message.nbytes()) {
+        throw CorruptData(fmt::format("node-local transport: rank {} sent an inline frame of {} bytes in a message "
+                                      "of at most {}", peer, frame.length, message.nbytes()));
+      }
       destination.byte_view().copy_(payload_of(message, frame.length));
       return;
     }
