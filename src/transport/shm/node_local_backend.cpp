@@ -1,6 +1,7 @@
 #include "transport/shm/node_local_backend.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <optional>
@@ -26,7 +27,37 @@ struct NodeLocalBackend::State {
         options(options_in),
         outgoing(*memory, *control, static_cast<int>(local.size()), options.max_pooled_regions,
                  options.max_pooled_bytes),
-        imported(*memory, options.max_open_regions) {}
+        imported(*memory, options.max_open_regions),
+        copied_from(local.size()) {}
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  // Tells every peer whose regions this rank copied from that it reads none of them again
+  // (kClosingToken), after its last acknowledgement to that peer: the peer then frees the regions
+  // it still holds for frames this rank never took, instead of keeping them for good. Only those
+  // peers: each posted a receive for the closing with its first region frame, and a message on
+  // kAckTag that no receive takes would outlive the communicator. Nothing is waited for.
+  ~State() {
+    for (std::size_t peer = 0; peer < copied_from.size(); ++peer) {
+      if (!copied_from[peer].load(std::memory_order_acquire) || aborted.raised()) continue;
+      try {
+        Tensor closing = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
+        encode_ack({kClosingToken, true}, static_cast<std::byte*>(closing.data_ptr()));
+        WorkPtr sent = control->send(closing, static_cast<int>(peer), kAckTag);
+        if (!sent->is_completed()) {
+          abandon_operation([sent]() noexcept {
+            try {
+              return sent->is_completed();
+            } catch (...) {
+              return true;
+            }
+          });
+        }
+      } catch (...) {
+        // The control transport failed: the peer keeps its regions (a bounded leak, never a read
+        // of freed memory).
+      }
+    }
+  }
 
   bool is_local(int peer) const {
     return peer >= 0 && static_cast<std::size_t>(peer) < local.size() && local[static_cast<std::size_t>(peer)] != 0;
@@ -54,6 +85,7 @@ struct NodeLocalBackend::State {
   }
 
   void acknowledge(int peer, std::uint64_t token, bool copied) {
+    if (copied) copied_from[static_cast<std::size_t>(peer)].store(true, std::memory_order_release);
     Tensor ack = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
     encode_ack({token, copied}, static_cast<std::byte*>(ack.data_ptr()));
     control->send(ack, peer, kAckTag)->wait();
@@ -189,6 +221,9 @@ struct NodeLocalBackend::State {
   ImportedRegions imported;
   IncomingFrames incoming;
   AbortSignal aborted;
+  // By group rank: whether this rank copied a payload out of that peer's regions (acknowledged
+  // it as copied), and so sends it a closing at the end.
+  std::vector<std::atomic<bool>> copied_from;
 };
 
 namespace {

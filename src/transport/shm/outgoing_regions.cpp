@@ -1,12 +1,12 @@
 #include "transport/shm/outgoing_regions.hpp"
 
-#include <chrono>
 #include <iterator>
+#include <map>
 #include <string>
 #include <utility>
 
+#include "comm/abandoned_operations.hpp"
 #include "core/text_format.hpp"
-#include "core/wait_bounded.hpp"
 #include "transport/shm/frame.hpp"
 #include "tensortree/error.hpp"
 
@@ -34,12 +34,46 @@ OutgoingRegions::OutgoingRegions(ShareableMemory& memory, PeerTransport& control
 }
 
 OutgoingRegions::~OutgoingRegions() {
-  // Acknowledgements come within microseconds of the receive; a peer that never sends one (it died,
-  // or never received) costs at most this, once.
-  constexpr auto kLongestDrain = std::chrono::seconds(2);
-  const auto deadline = WaitClock::now() + kLongestDrain;
-  for (Peer& peer : peers_) {
-    for (AckReceive& receive : peer.receives) poll_until([&] { return receive.work->is_completed(); }, deadline);
+  for (std::size_t index = 0; index < peers_.size(); ++index) {
+    Peer& peer = peers_[index];
+    try {
+      collect_locked(static_cast<int>(index));  // what has arrived already
+    } catch (...) {
+      // A failed or corrupt acknowledgement: what it would have said stays unknown, so the
+      // regions still waiting below stay held.
+    }
+    // Closed, the peer sends nothing more here: the receives left wait for frames it never took
+    // and are cancelled with their Works (MPI completes a cancelled unmatched receive at once).
+    if (peer.receives.empty() || peer.closed) continue;
+    // The peer is still open (or its acknowledgements are late): it may yet take a frame and read
+    // its region, so the regions it has not acknowledged stay allocated, with the receives that
+    // will say when they are free. Nothing waits: a group's teardown costs no acknowledgement.
+    std::map<std::uint64_t, ExportedRegion> unacknowledged;
+    for (auto& [token, pending] : peer.pending) {
+      if (!pending.acked && pending.region.storage) unacknowledged.emplace(token, std::move(pending.region));
+    }
+    abandon_operation([peer_rank = static_cast<int>(index), receives = std::move(peer.receives),
+                       held = std::move(unacknowledged)]() mutable noexcept {
+      try {
+        while (!receives.empty() && receives.front().work->is_completed()) {
+          if (receives.front().work->exception()) return false;  // nothing more can be learned
+          const auto* first = static_cast<const std::byte*>(receives.front().bytes.data_ptr());
+          const Ack ack = decode_ack({first, kAckBytes}, peer_rank);
+          receives.pop_front();
+          if (ack.token == kClosingToken) {
+            held.clear();  // every acknowledgement came before it: the rest were never taken
+          } else {
+            held.erase(ack.token);
+          }
+        }
+      } catch (...) {
+        return false;
+      }
+      if (receives.empty()) held.clear();
+      // Receives left after the closing match nothing more; their Works are kept rather than
+      // destroyed here, where cancelling one may itself have to abandon it (not allowed here).
+      return receives.empty();
+    });
   }
 }
 
@@ -68,8 +102,10 @@ ExportedRegion OutgoingRegions::take(std::size_t nbytes) {
 
 std::uint64_t OutgoingRegions::expect_ack(int peer, ExportedRegion region, Held held, bool being_written) {
   Tensor bytes = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
-  WorkPtr work = control_.recv(bytes, peer, kAckTag);
+  // Posted under the lock: the receives are listed in the order they were posted, which is the
+  // order the peer's acknowledgements complete them in.
   const std::lock_guard lock(mutex_);
+  WorkPtr work = control_.recv(bytes, peer, kAckTag);
   Peer& state = peers_[static_cast<std::size_t>(peer)];
   const std::uint64_t token = next_token_++;
   if (held != Held::InPlace) {
@@ -78,6 +114,15 @@ std::uint64_t OutgoingRegions::expect_ack(int peer, ExportedRegion region, Held 
   }
   state.pending.emplace(token, Pending{std::move(region), held, false, being_written});
   state.receives.push_back({std::move(work), std::move(bytes)});
+  // One more receive, once, for the peer's closing: a receiver that copied from this rank's
+  // regions sends it when it closes, and every message on kAckTag needs a receive posted for it
+  // (an unmatched one would outlive the communicator). Receives match in the order posted whatever
+  // they carry, so this one may take an acknowledgement and a later one the closing.
+  if (!state.closing_expected) {
+    Tensor closing = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
+    state.receives.push_back({control_.recv(closing, peer, kAckTag), closing});
+    state.closing_expected = true;
+  }
   return token;
 }
 
@@ -95,6 +140,10 @@ void OutgoingRegions::collect_locked(int peer) {
     done.work->wait();  // rethrows a failed receive
     const auto* first = static_cast<const std::byte*>(done.bytes.data_ptr());
     const Ack ack = decode_ack({first, kAckBytes}, peer);
+    if (ack.token == kClosingToken) {
+      close_locked(state);
+      continue;
+    }
     const auto found = state.pending.find(ack.token);
     if (found == state.pending.end()) {
       throw CorruptData(fmt::format("node-local transport: rank {} acknowledged transfer {}, which is not waiting for "
@@ -102,6 +151,18 @@ void OutgoingRegions::collect_locked(int peer) {
     }
     found->second.acked = true;
     settle_locked(state, found);
+  }
+}
+
+void OutgoingRegions::close_locked(Peer& peer) {
+  peer.closed = true;
+  for (auto transfer = peer.pending.begin(); transfer != peer.pending.end();) {
+    const auto current = transfer++;
+    // Acknowledged before the closing (an in-place send whose Work has not looked yet): taken.
+    if (current->second.acked) continue;
+    current->second.acked = true;
+    current->second.peer_closed = true;
+    settle_locked(peer, current);  // a copy goes back to the pool: nobody reads it
   }
 }
 
@@ -147,6 +208,11 @@ bool OutgoingRegions::acknowledged(int peer, std::uint64_t token) {
   Peer& state = peers_[static_cast<std::size_t>(peer)];
   const auto found = state.pending.find(token);
   if (found == state.pending.end() || !found->second.acked) return false;
+  if (found->second.peer_closed) {
+    state.pending.erase(found);
+    throw BackendError(fmt::format("node-local transport: rank {} closed its end of the group without taking "
+                                   "transfer {}", peer, token));
+  }
   // A refusal is the receiver's error, as a message MPI delivered but the receiver rejected: the
   // send itself succeeded.
   state.pending.erase(found);

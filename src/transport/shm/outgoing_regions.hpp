@@ -25,9 +25,13 @@ class OutgoingRegions {
                   std::size_t max_pooled_bytes);
   OutgoingRegions(const OutgoingRegions&) = delete;
   OutgoingRegions& operator=(const OutgoingRegions&) = delete;
-  // Waits (a little) for the acknowledgements still on their way rather than cancelling their
-  // receives: one that arrived after its receive was cancelled would reach the communicator after
-  // it is freed, where MPI may reuse its id for a later group, out of sequence there.
+  // Waits for nothing. The acknowledgement receives still posted are neither cancelled nor
+  // waited for: one that arrived after its receive was cancelled would reach the communicator after
+  // it is freed, where MPI may reuse its id for a later group, out of sequence there; and a peer
+  // that never took a frame never acknowledges it. Where a peer has closed (kClosingToken) they
+  // match nothing more and go; elsewhere they are left in flight (comm/abandoned_operations.hpp),
+  // holding the regions still unacknowledged, which a live peer may yet read, until the peer's
+  // acknowledgements and its closing come.
   ~OutgoingRegions();
 
   // A free region of at least `nbytes`, from the pool or new.
@@ -49,7 +53,8 @@ class OutgoingRegions {
   // Takes in every acknowledgement from `peer` that has arrived. Rethrows a failed receive of one.
   void collect(int peer);
   // Whether the transfer `token` to `peer` (InPlace or AwaitedCopy) was acknowledged, copied or
-  // refused (collecting first). True once for each token: the record is dropped.
+  // refused (collecting first). True once for each token: the record is dropped. BackendError when
+  // the peer closed without taking it.
   bool acknowledged(int peer, std::uint64_t token);
   // Whether one more copy of `nbytes` to `peer` may complete its send at once: fewer than
   // `max_count` copies, holding fewer than `max_bytes` together, wait for its acknowledgements
@@ -62,6 +67,7 @@ class OutgoingRegions {
     Held held = Held::InPlace;
     bool acked = false;
     bool being_written = false;
+    bool peer_closed = false;  // never taken: the peer closed first
   };
   struct AckReceive {
     WorkPtr work;
@@ -72,9 +78,15 @@ class OutgoingRegions {
     std::map<std::uint64_t, Pending> pending;
     std::size_t pending_copies = 0;
     std::size_t pending_bytes = 0;
+    // Receives posted for the peer's closing acknowledgement (one, with the first transfer), and
+    // whether it came.
+    bool closing_expected = false;
+    bool closed = false;
   };
 
   void collect_locked(int peer);
+  // The peer closed: its transfers still unacknowledged were never taken.
+  void close_locked(Peer& peer);
   // A copy acknowledged and no longer written goes back to the pool (a Copy's record with it:
   // nobody asks after it).
   void settle_locked(Peer& peer, std::map<std::uint64_t, Pending>::iterator transfer);
