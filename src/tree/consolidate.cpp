@@ -145,6 +145,14 @@ bool reusable(const StoragePtr& reuse, Device target, std::uint64_t total_bytes)
   return reuse && reuse->device() == target && reuse->nbytes() >= total_bytes;
 }
 
+// The buffer a walked tree is packed into: options.reuse when it fits, else a new one with room for
+// a wire header behind the payload (a send then writes it there instead of packing again).
+StoragePtr buffer_for(const detail::WalkedTree& walked, const ConsolidateOptions& options) {
+  const std::uint64_t total = walked.plan->schema->total_bytes();
+  if (reusable(options.reuse, walked.target, total)) return options.reuse;
+  return Storage::allocate(total + kWireHeaderBytes, walked.target, options.pinned && walked.target.is_cpu());
+}
+
 // `target` can take the walked tree's bytes in place: it is a consolidated tree of the same layout
 // in a buffer on `device` that no leaf of the source views.
 bool refreshable(const TensorTree& target, const detail::TreePacking& packing, Device device,
@@ -180,10 +188,7 @@ WalkedTree walk_for_packing(const TensorTree& tree, const ConsolidateOptions& op
 
 PackedTree pack_walked(const WalkedTree& walked, const ConsolidateOptions& options) {
   const std::uint64_t total = walked.plan->schema->total_bytes();
-  StoragePtr storage = reusable(options.reuse, walked.target, total)
-                           ? options.reuse
-                           : Storage::allocate(total + kWireHeaderBytes, walked.target,
-                                               options.pinned && walked.target.is_cpu());
+  StoragePtr storage = buffer_for(walked, options);
   pack_segments(resolve(*walked.packing), walked.packing->source, *storage, total, options.threads);
   return {std::move(storage), walked.plan};
 }
@@ -203,9 +208,7 @@ TreeTransfer TensorTree::consolidate_async(const ConsolidateOptions& options) co
   const Device source = walked.packing->source;
   if (!walked.target.is_cuda() || source != walked.target) return {consolidated_tree(*this, walked, options), Work::completed()};
   const std::uint64_t total = walked.plan->schema->total_bytes();
-  StoragePtr storage = reusable(options.reuse, walked.target, total)
-                           ? options.reuse
-                           : Storage::allocate(total + kWireHeaderBytes, walked.target);
+  StoragePtr storage = buffer_for(walked, options);
   const detail::ResolvedSegments& segments = detail::resolve(*walked.packing);
   // The leaves (through a copy of this tree, which shares them) and the buffer outlive the kernel.
   auto keep_alive = std::make_shared<std::pair<TensorTree, StoragePtr>>(*this, storage);

@@ -208,15 +208,21 @@ bool StagedBackend::chunked_pieces(const Tensor& piece) const {
   return piece.defined() && piece.nbytes() > options_.chunk_bytes;
 }
 
+// all_gather, and gather at its root: every rank's piece of `input` lands in its row of `output`,
+// a chunk of every piece at a time.
+WorkPtr StagedBackend::gather_in_chunks(std::string_view op, const Tensor& output, const Tensor& input,
+                                        std::function<WorkPtr(const Tensor& in, const Tensor& out)> host_call) {
+  check_pieces(op, output, "output", input, "input", size());
+  const ContiguousOutput gathered(output);
+  return gathered.after(post_chunked(ChunkedWork::staged(input.contiguous().byte_view()),
+                                     ChunkedWork::staged(gathered.tensor().byte_view(), size()), options_.chunk_bytes,
+                                     streams_for(input), std::move(host_call)));
+}
+
 WorkPtr StagedBackend::all_gather(const Tensor& output, const Tensor& input) {
   if (chunked_pieces(input)) {
-    check_pieces("all_gather", output, "output", input, "input", size());
-    const ContiguousOutput gathered(output);
-    return gathered.after(post_chunked(
-        ChunkedWork::staged(input.contiguous().byte_view()),
-        ChunkedWork::staged(gathered.tensor().byte_view(), size()),
-        options_.chunk_bytes, streams_for(input),
-        [this](const Tensor& in, const Tensor& out) { return host_.all_gather(out, in); }));
+    return gather_in_chunks("all_gather", output, input,
+                            [this](const Tensor& in, const Tensor& out) { return host_.all_gather(out, in); });
   }
   Staging staging;
   const Tensor host_input = staging.in(input);
@@ -234,13 +240,8 @@ WorkPtr StagedBackend::gather(const Tensor& output, const Tensor& input, int roo
           options_.chunk_bytes, streams_for(input),
           [this, root](const Tensor& in, const Tensor&) { return host_.gather(Tensor(), in, root); });
     }
-    check_pieces("gather", output, "output", input, "input", size());
-    const ContiguousOutput gathered(output);
-    return gathered.after(post_chunked(
-        ChunkedWork::staged(input.contiguous().byte_view()),
-        ChunkedWork::staged(gathered.tensor().byte_view(), size()),
-        options_.chunk_bytes, streams_for(input),
-        [this, root](const Tensor& in, const Tensor& out) { return host_.gather(out, in, root); }));
+    return gather_in_chunks("gather", output, input,
+                            [this, root](const Tensor& in, const Tensor& out) { return host_.gather(out, in, root); });
   }
   Staging staging;
   const Tensor host_input = staging.in(input);

@@ -27,10 +27,12 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "core/cuda_api.hpp"
 #include "comm/engine.hpp"
@@ -94,6 +96,9 @@ class StagedBackend final : public Engine {
   // Whether a collective whose every rank holds a piece like `piece` goes in chunks: by its length
   // alone, which every rank knows alike.
   bool chunked_pieces(const Tensor& piece) const;
+  // all_gather and gather's root, chunked: `host_call` is the host collective on one chunk's views.
+  WorkPtr gather_in_chunks(std::string_view op, const Tensor& output, const Tensor& input,
+                           std::function<WorkPtr(const Tensor& in, const Tensor& out)> host_call);
   // The copy streams for `tensor`'s device; null for a host tensor.
   std::shared_ptr<const DeviceStreams> streams_for(const Tensor& tensor);
   WorkPtr chunked_recv(const Tensor& tensor, int src, int tag);
