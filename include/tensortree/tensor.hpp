@@ -27,6 +27,10 @@ struct TensorOptions {
   bool pinned = false;  // page-locked host memory (CPU tensors only)
 };
 
+namespace detail {
+struct TensorAccess;
+}
+
 class TT_API Tensor {
  public:
   // An undefined tensor (no storage); most operations on it throw InvalidArgument.
@@ -227,6 +231,8 @@ class TT_API Tensor {
   Tensor to_bool() const { return to(DType::Bool); }
 
  private:
+  friend struct detail::TensorAccess;
+
   void check_defined(const char* what) const;
   void check_element_type(DType requested) const;
   std::byte* element_address(std::initializer_list<std::int64_t> index) const;

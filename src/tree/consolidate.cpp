@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/text_format.hpp"
+#include "core/tensor_access.hpp"
 #include "tree/consolidation_access.hpp"
 #include "core/cuda_api.hpp"
 #include "tree/layout_plan.hpp"
@@ -34,9 +35,10 @@ void ConsolidationAccess::copy_views(const TensorTree& source, TensorTree& targe
       child->parent_ = &target;
       target.entries_.emplace_back(entry.key, Tensor{}, std::move(child));
     } else {
-      const Tensor& leaf = entry.leaf;
-      target.entries_.emplace_back(entry.key, Tensor(storage, offsets[next_leaf++], leaf.dtype(), leaf.shape(), {}),
-                                   nullptr);
+      // Built in place: the plan placed every view inside the buffer.
+      TensorTree::Entry& view = target.entries_.emplace_back();
+      view.key = entry.key;
+      TensorAccess::planned_view(view.leaf, storage, offsets[next_leaf++], entry.leaf);
     }
   }
 }
