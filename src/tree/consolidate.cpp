@@ -94,8 +94,11 @@ void ConsolidationAccess::build_from_recipe(const TreeRecipe& recipe, std::size_
   target.entries_.reserve(step.entries.size());
   for (const TreeRecipe::Entry& entry : step.entries) {
     if (entry.is_leaf) {
+      // The schema was validated (every leaf inside total_bytes) and the storage holds total_bytes.
       const LeafSpec& leaf = leaves[entry.index];
-      target.entries_.emplace_back(*entry.key, Tensor(storage, leaf.offset, leaf.dtype, leaf.shape, {}), nullptr);
+      TensorTree::Entry& view = target.entries_.emplace_back();
+      view.key = *entry.key;
+      TensorAccess::planned_view(view.leaf, storage, leaf.offset, leaf.dtype, leaf.shape);
     } else {
       auto child = std::make_unique<TensorTree>();
       build_from_recipe(recipe, entry.index, *child, storage);
