@@ -55,6 +55,16 @@ long ConsolidationAccess::holders_in(const TensorTree& node, const Storage* stor
   return holders;
 }
 
+void ConsolidationAccess::leaf_storages(const TensorTree& node, std::vector<StoragePtr>& out) {
+  for (const TensorTree::Entry& entry : node.entries_) {
+    if (entry.node) {
+      leaf_storages(*entry.node, out);
+    } else if (out.empty() || out.back() != entry.leaf.storage()) {
+      out.push_back(entry.leaf.storage());
+    }
+  }
+}
+
 bool ConsolidationAccess::buffer_shared(const TensorTree& root) {
   const StoragePtr& buffer = root.storage_;
   return buffer.use_count() > 1 + holders_in(root, buffer.get());
@@ -215,8 +225,9 @@ TreeTransfer TensorTree::consolidate_async(const ConsolidateOptions& options) co
   const std::uint64_t total = walked.plan->schema->total_bytes();
   StoragePtr storage = buffer_for(walked, options);
   const detail::ResolvedSegments& segments = detail::resolve(*walked.packing);
-  // The leaves (through a copy of this tree, which shares them) and the buffer outlive the kernel.
-  auto keep_alive = std::make_shared<std::pair<TensorTree, StoragePtr>>(*this, storage);
+  // The leaves' storages and the buffer outlive the kernel.
+  auto keep_alive = std::make_shared<std::vector<StoragePtr>>(1, storage);
+  detail::ConsolidationAccess::leaf_storages(*this, *keep_alive);
   WorkPtr work = cuda::pack_async(PackDirection::Pack, segments.segments, segments.strided, storage->data(), total,
                                   walked.target.index(), std::move(keep_alive));
   TensorTree result = detail::ConsolidationAccess::views_like(*this, storage, walked.plan->offsets);

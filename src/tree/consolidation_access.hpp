@@ -61,6 +61,9 @@ struct ConsolidationAccess {
   // Points every leaf of the consolidated `root` at the same bytes of `storage` (at least as large,
   // on the same device), which becomes the tree's buffer; whoever held the old one keeps it.
   static void rebind(TensorTree& root, StoragePtr storage);
+  // The storages `node`'s leaves view, depth first, a run of leaves on one storage listed once:
+  // what keeps the bytes a queued kernel reads alive, without a copy of the tree's nodes.
+  static void leaf_storages(const TensorTree& node, std::vector<StoragePtr>& out);
 
  private:
   static void copy_views(const TensorTree& source, TensorTree& target, const StoragePtr& storage,

@@ -118,3 +118,21 @@ TEST_CASE("a consolidate_async result is ordered before the library's next devic
   CHECK(copied.equal(source));
   CHECK(packed.equal(source));
 }
+
+TEST_CASE("consolidate_async keeps the source's leaves alive until its kernel has read them") {
+  const auto tree_of = [](int leaves) {
+    TensorTree tree(Shape{2});
+    for (int i = 0; i < leaves; ++i) {
+      tree.set("leaf_" + std::to_string(i), Tensor::arange({2, 3}, 10.0 * i + 1, 1, {DType::Float32, kGpu}));
+    }
+    return tree;
+  };
+  // Inline descriptors, and uploaded ones.
+  for (const int leaves : {4, 1000}) {
+    INFO(leaves << " leaves");
+    // The source and every handle on its leaves are gone when the call returns.
+    TreeTransfer transfer = tree_of(leaves).consolidate_async();
+    transfer.work->wait();
+    CHECK(transfer.tree.equal(tree_of(leaves)));
+  }
+}
