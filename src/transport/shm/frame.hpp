@@ -46,8 +46,8 @@ Frame decode_frame(std::span<const std::byte> message, int sender);
 Frame decode_frame_header(std::span<const std::byte> message, int sender);
 
 // An acknowledgement with this token (transfer tokens start at 1) is a receiver's last message on
-// kAckTag to a sender whose regions it copied from: it has closed and reads none of the sender's
-// regions again. MPI keeps one sender's messages on a tag in order, so every acknowledgement it
+// kAckTag to a sender whose region frames it acknowledged: it has closed and reads none of the
+// sender's regions again. MPI keeps one sender's messages on a tag in order, so every acknowledgement it
 // sent arrived before this one; a transfer still unacknowledged then was never taken.
 inline constexpr std::uint64_t kClosingToken = 0;
 

@@ -28,17 +28,18 @@ struct NodeLocalBackend::State {
         outgoing(*memory, *control, static_cast<int>(local.size()), options.max_pooled_regions,
                  options.max_pooled_bytes),
         imported(*memory, options.max_open_regions),
-        copied_from(local.size()) {}
+        acknowledged_to(local.size()) {}
   State(const State&) = delete;
   State& operator=(const State&) = delete;
-  // Tells every peer whose regions this rank copied from that it reads none of them again
-  // (kClosingToken), after its last acknowledgement to that peer: the peer then frees the regions
-  // it still holds for frames this rank never took, instead of keeping them for good. Only those
-  // peers: each posted a receive for the closing with its first region frame, and a message on
-  // kAckTag that no receive takes would outlive the communicator. Nothing is waited for.
+  // Tells every peer whose region frames this rank acknowledged (copied or refused) that it reads
+  // none of its regions again (kClosingToken), after its last acknowledgement to that peer: the
+  // peer then frees the regions it still holds for frames this rank never took, instead of keeping
+  // them for good. Only those peers: each posted a receive for the closing with its first region
+  // frame, and a message on kAckTag that no receive takes would outlive the communicator. Nothing
+  // is waited for.
   ~State() {
-    for (std::size_t peer = 0; peer < copied_from.size(); ++peer) {
-      if (!copied_from[peer].load(std::memory_order_acquire) || aborted.raised()) continue;
+    for (std::size_t peer = 0; peer < acknowledged_to.size(); ++peer) {
+      if (!acknowledged_to[peer].load(std::memory_order_acquire) || aborted.raised()) continue;
       try {
         Tensor closing = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
         encode_ack({kClosingToken, true}, static_cast<std::byte*>(closing.data_ptr()));
@@ -85,7 +86,7 @@ struct NodeLocalBackend::State {
   }
 
   void acknowledge(int peer, std::uint64_t token, bool copied) {
-    if (copied) copied_from[static_cast<std::size_t>(peer)].store(true, std::memory_order_release);
+    acknowledged_to[static_cast<std::size_t>(peer)].store(true, std::memory_order_release);
     Tensor ack = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
     encode_ack({token, copied}, static_cast<std::byte*>(ack.data_ptr()));
     control->send(ack, peer, kAckTag)->wait();
@@ -221,9 +222,9 @@ struct NodeLocalBackend::State {
   ImportedRegions imported;
   IncomingFrames incoming;
   AbortSignal aborted;
-  // By group rank: whether this rank copied a payload out of that peer's regions (acknowledged
-  // it as copied), and so sends it a closing at the end.
-  std::vector<std::atomic<bool>> copied_from;
+  // By group rank: whether this rank acknowledged a region frame of that peer's, whose first such
+  // frame posted a receive for the closing this rank then sends it at the end.
+  std::vector<std::atomic<bool>> acknowledged_to;
 };
 
 namespace {
