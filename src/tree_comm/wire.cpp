@@ -109,7 +109,11 @@ void write_trailing_header(const WireHeader& header, const StoragePtr& buffer, s
   trailing_headers().record(buffer, offset, header);
 }
 
-void forget_trailing_header(const StoragePtr& buffer) { trailing_headers().forget(buffer.get()); }
+// Host buffers have no records (write_trailing_header always writes there): a CPU send's pack
+// takes no lock.
+void forget_trailing_header(const StoragePtr& buffer) {
+  if (!buffer->device().is_cpu()) trailing_headers().forget(buffer.get());
+}
 
 void write_wire_header(const WireHeader& header, std::byte* at, Device device) {
   WireRecord record{};
