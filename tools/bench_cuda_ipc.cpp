@@ -129,11 +129,7 @@ double seconds_on_rank0(const Pair& pair, const std::function<void()>& step, int
   return seconds;
 }
 
-std::string micros(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f", seconds * 1e6);
-  return text;
-}
+std::string micros(double seconds) { return tensortree::bench::fixed(seconds * 1e6, 1); }
 
 }  // namespace
 

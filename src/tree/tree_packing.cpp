@@ -4,6 +4,7 @@
 #include <array>
 #include <optional>
 
+#include "core/recently_used.hpp"
 #include "core/storage_access.hpp"
 #include "core/strided_copy.hpp"
 #include "core/text_format.hpp"
@@ -58,11 +59,6 @@ std::shared_ptr<const TreePacking> make_packing(const TensorTree& tree, std::opt
   return packing;
 }
 
-// This thread's packings, most recently used first.
-std::array<std::shared_ptr<const TreePacking>, kCachedPackings>& cached_packings() {
-  thread_local std::array<std::shared_ptr<const TreePacking>, kCachedPackings> cache;
-  return cache;
-}
 
 }  // namespace
 
@@ -73,20 +69,16 @@ bool TreePacking::reads_from(const Storage* storage) const {
 
 std::shared_ptr<const TreePacking> packing_for(const TensorTree& tree, std::optional<DeviceType> storage_device,
                                                std::string_view op) {
-  auto& cache = cached_packings();
+  thread_local RecentlyUsed<TreePacking, kCachedPackings> cache;
   const std::uint64_t version = tree.structure_version();
-  for (std::size_t i = 0; i < cache.size() && cache[i]; ++i) {
-    const TreePacking& cached = *cache[i];
-    if (cached.structure_version == version &&
-        cached.plan->storage_device == storage_device.value_or(cached.source.type())) {
-      std::rotate(cache.begin(), cache.begin() + static_cast<std::ptrdiff_t>(i),
-                  cache.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-      return cache.front();
-    }
+  if (auto cached = cache.find([&](const TreePacking& packing) {
+        return packing.structure_version == version &&
+               packing.plan->storage_device == storage_device.value_or(packing.source.type());
+      })) {
+    return cached;
   }
   std::shared_ptr<const TreePacking> packing = make_packing(tree, storage_device, op);
-  std::rotate(cache.begin(), cache.end() - 1, cache.end());
-  cache.front() = packing;
+  cache.add(packing);
   return packing;
 }
 

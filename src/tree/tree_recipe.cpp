@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "core/recently_used.hpp"
 #include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/path.hpp"
@@ -48,20 +49,13 @@ std::uint32_t add_node(TreeRecipe& recipe, const NodeSpec& spec, std::size_t ind
 
 std::shared_ptr<const TreeRecipe> recipe_for(const std::shared_ptr<const Schema>& schema,
                                              std::size_t indexed_entries) {
-  thread_local std::array<std::shared_ptr<const TreeRecipe>, kCachedRecipes> cache;
-  for (std::size_t i = 0; i < cache.size() && cache[i]; ++i) {
-    if (cache[i]->schema == schema) {
-      std::rotate(cache.begin(), cache.begin() + static_cast<std::ptrdiff_t>(i),
-                  cache.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-      return cache.front();
-    }
-  }
+  thread_local RecentlyUsed<TreeRecipe, kCachedRecipes> cache;
+  if (auto cached = cache.find([&](const TreeRecipe& recipe) { return recipe.schema == schema; })) return cached;
   auto recipe = std::make_shared<TreeRecipe>();
   recipe->schema = schema;
   recipe->nodes.reserve(schema->nodes().size());
   add_node(*recipe, *schema->find_node(Path{}), indexed_entries);
-  std::rotate(cache.begin(), cache.end() - 1, cache.end());
-  cache.front() = recipe;
+  cache.add(recipe);
   return recipe;
 }
 
