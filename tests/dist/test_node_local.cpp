@@ -516,6 +516,59 @@ TEST_CASE("node-local: a streamed payload its sender stops writing fails the rec
   barrier();
 }
 
+TEST_CASE("node-local: a streamed payload its sender stops writing holds up no other receive of the rank",
+          "[node_local][hostile]") {
+  if (world_size() < 2) return;
+  std::vector<int> everyone(static_cast<std::size_t>(context().size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  GroupOptions options;
+  options.host_transport = HostTransport::SharedMemory;
+  options.timeout = std::chrono::milliseconds(2000);
+  const Group group = context().new_group(everyone, options);
+  constexpr std::int64_t kBytes = std::int64_t{1} << 20;  // streamed
+  // 4 KiB: inline, acknowledged by nothing, so that the only acknowledgement rank 1 expects from
+  // rank 0 is the refusal its raw receive below takes.
+  constexpr std::int64_t kLength = 512;
+  constexpr int kStalledTag = 95;
+  constexpr int kLaterTag = 96;
+  if (group.rank() == 1) {
+    // A quarter of the payload written, then nothing more: a sender that died mid-copy.
+    detail::HostShareableMemory memory;
+    const detail::ExportedRegion region = memory.allocate(detail::kProgressBytes + kBytes);
+    const std::uint64_t quarter = kBytes / 4;
+    std::memcpy(region.storage->data(), &quarter, sizeof quarter);
+    Tensor message = Tensor::zeros({static_cast<std::int64_t>(detail::kFrameHeaderBytes)}, {DType::UInt8});
+    detail::encode_frame({detail::FrameKind::Streamed, static_cast<std::uint64_t>(kBytes), detail::kProgressBytes, 202,
+                          region.handle},
+                         static_cast<std::byte*>(message.data_ptr()));
+    PeerTransport& raw = group.transport(group.rank(), Device::cpu());
+    raw.send(message, 0, kStalledTag)->wait();
+    dist::send(message_values(1, 3, kLength), 0, group, {.tag = kLaterTag});
+    const Tensor ack = Tensor::zeros({static_cast<std::int64_t>(detail::kAckBytes)}, {DType::UInt8});
+    raw.recv(ack, 0, detail::kAckTag)->wait(std::chrono::seconds(30));
+    const detail::Ack refusal = detail::decode_ack({static_cast<const std::byte*>(ack.data_ptr()), detail::kAckBytes}, 0);
+    CHECK(refusal.token == 202);
+    CHECK_FALSE(refusal.copied);
+  } else if (group.rank() == 0) {
+    const Tensor stalled = Tensor::zeros({kBytes / 8}, {DType::Float64});
+    const Tensor later = Tensor::zeros({kLength}, {DType::Float64});
+    const auto start = std::chrono::steady_clock::now();
+    const WorkPtr stalled_receive = dist::irecv(stalled, 1, group, {.tag = kStalledTag});
+    // Polled while its frame arrives and its stream stalls: each poll takes what is there and
+    // returns (it would wait out the group's timeout if the stream held the rank's polls).
+    const auto polled_until = start + std::chrono::milliseconds(300);
+    while (std::chrono::steady_clock::now() < polled_until) CHECK_FALSE(stalled_receive->is_completed());
+    // The later message is taken all the same, long before the stalled stream's timeout.
+    dist::irecv(later, 1, group, {.tag = kLaterTag})->wait();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(message_mismatch(later, 1, 3) == "");
+    CHECK(seconds < 1.0);
+    CHECK_FALSE(stalled_receive->is_completed());
+    CHECK_THROWS_AS(stalled_receive->wait(), Timeout);
+  }
+  barrier();
+}
+
 namespace {
 
 // Seconds this rank spends letting go of `group` (its last handle): the transports' teardown.

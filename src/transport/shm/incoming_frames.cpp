@@ -7,8 +7,7 @@
 
 namespace tensortree::detail {
 
-std::shared_ptr<const IncomingFrames::Receive> IncomingFrames::expect(WorkPtr arrived, int peer,
-                                                                       std::function<void(int source)> deliver,
+std::shared_ptr<const IncomingFrames::Receive> IncomingFrames::expect(WorkPtr arrived, int peer, Deliver deliver,
                                                                        std::function<void()> explain_failure) {
   auto receive = std::make_shared<Receive>();
   receive->arrived_ = std::move(arrived);
@@ -30,7 +29,8 @@ void IncomingFrames::progress() {
   for (std::size_t i = 0; i < posted_.size(); ++i) {
     const std::shared_ptr<Receive> receive = posted_[i].lock();
     if (!receive) continue;
-    const bool any_source = receive->source_ == kAnySource;
+    // A receive whose frame matched and whose payload is still coming no longer matches anything.
+    const bool any_source = receive->source_ == kAnySource && !receive->continue_;
     if (!(any_source && earlier_any_source_waits) && settle_if_arrived(*receive)) continue;
     earlier_any_source_waits = earlier_any_source_waits || any_source;
     if (kept != i) posted_[kept] = std::move(posted_[i]);
@@ -45,22 +45,38 @@ bool IncomingFrames::waiting() {
 }
 
 bool IncomingFrames::settle_if_arrived(Receive& receive) {
-  if (!receive.arrived_->is_completed()) return false;
   try {
-    if (const std::exception_ptr failed = receive.arrived_->exception()) {
-      if (receive.explain_failure_) receive.explain_failure_();
-      std::rethrow_exception(failed);
+    if (receive.continue_) {
+      if (!receive.continue_()) return false;
+    } else {
+      if (!receive.arrived_->is_completed()) return false;
+      if (const std::exception_ptr failed = receive.arrived_->exception()) {
+        if (receive.explain_failure_) receive.explain_failure_();
+        std::rethrow_exception(failed);
+      }
+      if (receive.source_ == kAnySource) receive.source_ = receive.arrived_->source_rank();
+      receive.arrived_.reset();  // the control backend's request and buffers go now, not with the Work
+      Continuation rest = receive.deliver_(receive.source_);
+      if (rest && !rest()) {
+        receive.continue_ = std::move(rest);
+        receive.delivering_.store(true, std::memory_order_release);
+        return false;
+      }
     }
-    if (receive.source_ == kAnySource) receive.source_ = receive.arrived_->source_rank();
-    receive.deliver_(receive.source_);
   } catch (...) {
     receive.error_ = std::current_exception();
   }
-  receive.arrived_.reset();  // the control backend's request and buffers go now, not with the Work
+  settle(receive);
+  return true;
+}
+
+void IncomingFrames::settle(Receive& receive) {
+  receive.arrived_.reset();
   receive.deliver_ = nullptr;
+  receive.continue_ = nullptr;
   receive.explain_failure_ = nullptr;
   receive.settled_.store(true, std::memory_order_release);
-  return true;
+  receive.delivering_.store(false, std::memory_order_release);
 }
 
 }  // namespace tensortree::detail
