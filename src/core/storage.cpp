@@ -81,6 +81,14 @@ void detail::StorageAccess::swap_memory(Storage& a, Storage& b) {
 
 std::uint64_t detail::StorageAccess::memory_trades() noexcept { return trades().load(std::memory_order_acquire); }
 
+void detail::StorageAccess::hand_over_on_release(Storage& storage,
+                                                 std::function<void(std::shared_ptr<Storage>)> keep) {
+  std::shared_ptr<Storage> owner(
+      new Storage(storage.data_, storage.nbytes_, storage.device_, storage.kind_, std::move(storage.deleter_)));
+  owner->shared_fd_ = storage.shared_fd_;  // still reported by `storage`; closed by the owner's deleter
+  storage.deleter_ = [owner = std::move(owner), keep = std::move(keep)](void*) mutable { keep(std::move(owner)); };
+}
+
 std::shared_ptr<Storage> detail::StorageAccess::take_memory(Storage& from) {
   std::shared_ptr<Storage> taken(new Storage(nullptr, 0, from.device_, from.kind_, nullptr));
   swap_memory(*taken, from);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "tensortree/storage.hpp"
@@ -22,6 +23,10 @@ struct StorageAccess {
   // How many times swap_memory has run in this process: while it has not changed, every Storage
   // still holds the memory it held, so addresses read from storages earlier are still theirs.
   static std::uint64_t memory_trades() noexcept;
+  // When the last user of `storage` lets go, its memory is handed to `keep` (as a storage that
+  // owns it) instead of being freed: memory other processes may still map is freed only once they
+  // have let go too. `keep` runs in ~Storage and must not throw.
+  static void hand_over_on_release(Storage& storage, std::function<void(std::shared_ptr<Storage>)> keep);
 };
 
 }  // namespace tensortree::detail

@@ -12,10 +12,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -417,6 +420,21 @@ std::set<std::uint64_t> open_memfd_inodes() {
   return inodes;
 }
 
+// The distinct memfds this process has mapped (a peer's regions it opened among them).
+std::set<std::uint64_t> mapped_memfd_inodes() {
+  std::set<std::uint64_t> inodes;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/memfd:tensortree") == std::string::npos) continue;
+    std::istringstream fields(line);
+    std::string range, permissions, offset, device;
+    std::uint64_t inode = 0;
+    fields >> range >> permissions >> offset >> device >> inode;
+    inodes.insert(inode);
+  }
+  return inodes;
+}
+
 // `count` messages of `length` float64 from rank 0 to rank 1, all posted before rank 1 receives
 // (each copy in a region of its own: their sends complete at once, within the allowance); rank 1
 // checks every element. Returns the memfds rank 0
@@ -447,6 +465,64 @@ std::set<std::uint64_t> send_burst(const Group& group, int count, std::int64_t l
 }
 
 }  // namespace
+
+TEST_CASE("node-local: a region its sender lets go is unmapped by the receiver at the sender's request, then "
+          "freed", "[node_local][release]") {
+  if (world_size() < 2) return;
+  const Group group = shared_memory_group();
+  // Each round's tree is larger than any before, so it gets a region of its own (the group's pool
+  // of outgoing buffers keeps 16 and lets go of the oldest beyond them).
+  constexpr int kRounds = 48;
+  const auto defs = [](int round) {
+    return std::vector<LeafDef>{{"weights", DType::Float64, {1, (std::int64_t{1} << 17) + 8192 * round}}};
+  };
+  const std::set<std::uint64_t> mapped_before = mapped_memfd_inodes();
+  const std::set<std::uint64_t> open_before = open_memfd_inodes();
+  if (group.rank() == 0) {
+    for (int round = 1; round <= kRounds; ++round) {
+      // In the transport's own memory: sent in place, the region mapped by the receiver.
+      make_tree(defs(round), {1}, 0, round).consolidate_for(group).send(1, group, {.tag = 77});
+    }
+  } else if (group.rank() == 1) {
+    std::size_t most_mapped = 0;
+    for (int round = 1; round <= kRounds; ++round) {
+      TensorTree received = zeros_tree(defs(round), {1}).consolidate();
+      received.recv(0, group, {.tag = 77});
+      INFO("round " << round);
+      REQUIRE(tree_mismatch(received, defs(round), 0, round) == "");
+      std::set<std::uint64_t> mapped = mapped_memfd_inodes();
+      for (const std::uint64_t inode : mapped_before) mapped.erase(inode);
+      most_mapped = std::max(most_mapped, mapped.size());
+    }
+    // The 16 regions the sender still pools stay mapped; each one it let go was unmapped here when
+    // it asked (one request in flight at a time), where the mapping cache alone would keep all 48.
+    CHECK(most_mapped <= 24);
+  }
+  // Exchanges each way until rank 0 has taken in the answers to its last requests (each send asks
+  // the peer, each wait answers): the let-go regions are then freed, no memfd of them still open.
+  const auto held_here = [&] {
+    std::set<std::uint64_t> held = open_memfd_inodes();
+    for (const std::uint64_t inode : open_before) held.erase(inode);
+    return held.size();
+  };
+  for (int pass = 0; pass < 200; ++pass) {
+    const Tensor from_left = Tensor::zeros({8192}, {DType::Float64});
+    const int right = (group.rank() + 1) % group.size();
+    const int left = (group.rank() + group.size() - 1) % group.size();
+    const WorkPtr sent = dist::isend(message_values(group.rank(), pass, 8192), right, group, {.tag = 78});
+    dist::irecv(from_left, left, group, {.tag = 78})->wait();
+    sent->wait();
+    REQUIRE(message_mismatch(from_left, left, pass) == "");
+    const Tensor freed = Tensor::zeros({1}, {DType::Int32});
+    if (group.rank() == 0) freed.data<std::int32_t>()[0] = held_here() <= 24 ? 1 : 0;
+    dist::broadcast(freed, 0, group);
+    if (freed.data<std::int32_t>()[0] == 1) break;
+  }
+  if (group.rank() == 0) {
+    CHECK(held_here() <= 24);  // the pooled regions and the mappings of the exchanges at most
+  }
+  barrier();
+}
 
 TEST_CASE("node-local: after a burst of large messages, a stream of smaller ones reuses its pooled regions rather "
           "than allocating new ones",
@@ -526,29 +602,36 @@ TEST_CASE("node-local: a streamed payload its sender stops writing holds up no o
   options.timeout = std::chrono::milliseconds(2000);
   const Group group = context().new_group(everyone, options);
   constexpr std::int64_t kBytes = std::int64_t{1} << 20;  // streamed
-  // 4 KiB: inline, acknowledged by nothing, so that the only acknowledgement rank 1 expects from
-  // rank 0 is the refusal its raw receive below takes.
-  constexpr std::int64_t kLength = 512;
+  constexpr std::int64_t kLength = 8192;                  // 64 KiB: a region frame, never inline
   constexpr int kStalledTag = 95;
   constexpr int kLaterTag = 96;
   if (group.rank() == 1) {
-    // A quarter of the payload written, then nothing more: a sender that died mid-copy.
+    // Made up here, so that the only acknowledgements rank 0 sends this rank are theirs: a stream
+    // with a quarter of its payload written and nothing more (a sender that died mid-copy), then a
+    // whole payload in a region.
     detail::HostShareableMemory memory;
-    const detail::ExportedRegion region = memory.allocate(detail::kProgressBytes + kBytes);
+    const detail::ExportedRegion stalled = memory.allocate(detail::kProgressBytes + kBytes);
     const std::uint64_t quarter = kBytes / 4;
-    std::memcpy(region.storage->data(), &quarter, sizeof quarter);
-    Tensor message = Tensor::zeros({static_cast<std::int64_t>(detail::kFrameHeaderBytes)}, {DType::UInt8});
-    detail::encode_frame({detail::FrameKind::Streamed, static_cast<std::uint64_t>(kBytes), detail::kProgressBytes, 202,
-                          region.handle},
-                         static_cast<std::byte*>(message.data_ptr()));
+    std::memcpy(stalled.storage->data(), &quarter, sizeof quarter);
+    const detail::ExportedRegion later = memory.allocate(kLength * 8);
+    std::memcpy(later.storage->data(), message_values(1, 3, kLength).data_ptr(), kLength * 8);
     PeerTransport& raw = group.transport(group.rank(), Device::cpu());
-    raw.send(message, 0, kStalledTag)->wait();
-    dist::send(message_values(1, 3, kLength), 0, group, {.tag = kLaterTag});
-    const Tensor ack = Tensor::zeros({static_cast<std::int64_t>(detail::kAckBytes)}, {DType::UInt8});
-    raw.recv(ack, 0, detail::kAckTag)->wait(std::chrono::seconds(30));
-    const detail::Ack refusal = detail::decode_ack({static_cast<const std::byte*>(ack.data_ptr()), detail::kAckBytes}, 0);
-    CHECK(refusal.token == 202);
-    CHECK_FALSE(refusal.copied);
+    const auto send_frame = [&](const detail::Frame& frame, int tag) {
+      Tensor message = Tensor::zeros({static_cast<std::int64_t>(detail::kFrameHeaderBytes)}, {DType::UInt8});
+      detail::encode_frame(frame, static_cast<std::byte*>(message.data_ptr()));
+      raw.send(message, 0, tag)->wait();
+    };
+    send_frame({detail::FrameKind::Streamed, static_cast<std::uint64_t>(kBytes), detail::kProgressBytes, 202,
+                stalled.handle}, kStalledTag);
+    send_frame({detail::FrameKind::Region, static_cast<std::uint64_t>(kLength * 8), 0, 203, later.handle}, kLaterTag);
+    std::map<std::uint64_t, bool> copied;  // by token
+    for (int i = 0; i < 2; ++i) {
+      const Tensor ack = Tensor::zeros({static_cast<std::int64_t>(detail::kAckBytes)}, {DType::UInt8});
+      raw.recv(ack, 0, detail::kAckTag)->wait(std::chrono::seconds(30));
+      const detail::Ack got = detail::decode_ack({static_cast<const std::byte*>(ack.data_ptr()), detail::kAckBytes}, 0);
+      copied[got.token] = got.copied;
+    }
+    CHECK(copied == std::map<std::uint64_t, bool>{{202, false}, {203, true}});
   } else if (group.rank() == 0) {
     const Tensor stalled = Tensor::zeros({kBytes / 8}, {DType::Float64});
     const Tensor later = Tensor::zeros({kLength}, {DType::Float64});
@@ -557,7 +640,9 @@ TEST_CASE("node-local: a streamed payload its sender stops writing holds up no o
     // Polled while its frame arrives and its stream stalls: each poll takes what is there and
     // returns (it would wait out the group's timeout if the stream held the rank's polls).
     const auto polled_until = start + std::chrono::milliseconds(300);
-    while (std::chrono::steady_clock::now() < polled_until) CHECK_FALSE(stalled_receive->is_completed());
+    bool completed_while_stalled = false;
+    while (std::chrono::steady_clock::now() < polled_until) completed_while_stalled |= stalled_receive->is_completed();
+    CHECK_FALSE(completed_while_stalled);
     // The later message is taken all the same, long before the stalled stream's timeout.
     dist::irecv(later, 1, group, {.tag = kLaterTag})->wait();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -148,6 +148,37 @@ TEST_CASE("a CUDA tree consolidated for the group is sent from its own buffer, r
   }
 }
 
+TEST_CASE("CUDA regions a sender lets go are freed once the receiver closed its mapping: ten times the GPU's "
+          "memory goes through them", "[ranks][cuda][p2p][release]") {
+  if (world().size() < 2) return;
+  const int me = world().rank();
+  // 1600 trees of 1 GiB and more, each larger than any before, so that each gets a region of its
+  // own (the group's pool of outgoing buffers keeps 16 and lets go of the oldest): 2.8 TiB sent
+  // once and let go, over ten times the largest GPU's memory. Kept, as the transport once kept
+  // every region it exported, they would run the GPU out of memory within the first hundred.
+  constexpr int kRounds = 1600;
+  // int32: 1 GiB + 1 MiB * round; round 0 is the receiver's zeros of that round's size.
+  const auto block = [&](int round, bool zeros = false) {
+    const std::int64_t elements = (std::int64_t{1} << 28) + (std::int64_t{1} << 18) * round;
+    TensorTree tree(Shape{1});
+    tree.set("block", zeros ? Tensor::zeros({1, elements}, {DType::Int32, gpu()})
+                            : Tensor::arange({1, elements}, 7.0 * round, 1, {DType::Int32, gpu()}));
+    return tree;
+  };
+  if (me == 0) {
+    for (int round = 1; round <= kRounds; ++round) block(round).consolidate_for(world()).send(1, world());
+  } else if (me == 1) {
+    for (int round = 1; round <= kRounds; ++round) {
+      const TensorTree expected = block(round);
+      TensorTree received = block(round, true).consolidate();
+      received.recv(0, world());
+      INFO("round " << round);
+      REQUIRE(received.get("block").equal(expected.get("block")));
+    }
+  }
+  dist::barrier(world());
+}
+
 TEST_CASE("CUDA trees isend/irecv around a ring, consolidated and leaf by leaf, two on one tag",
           "[ranks][cuda][p2p]") {
   const int me = world().rank();

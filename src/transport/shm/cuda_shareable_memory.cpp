@@ -68,7 +68,7 @@ ExportedRegion CudaShareableMemory::allocate(std::size_t nbytes) {
   ExportedRegion region{storage, handle_of(storage->data(), device_.index())};
   const std::lock_guard lock(mutex_);
   std::erase_if(exported_, [](const auto& entry) { return entry.second.storage.expired(); });
-  exported_[storage.get()] = {storage, storage->data(), region};
+  exported_[storage.get()] = {storage, storage->data(), region.handle};
   return region;
 }
 
@@ -78,9 +78,7 @@ ExportedRegion CudaShareableMemory::export_storage(const StoragePtr& storage) {
   if (found == exported_.end() || found->second.storage.lock() != storage || storage->data() != found->second.data) {
     return {};
   }
-  ExportedRegion region = found->second.region;
-  region.storage = storage;
-  return region;
+  return {storage, found->second.handle};
 }
 
 void CudaShareableMemory::copy_in(const Tensor& source, const ExportedRegion& region) {

@@ -27,10 +27,12 @@ class CudaShareableMemory final : public ShareableMemory {
   void copy_out(const ImportedRegion& region, std::uint64_t offset, const Tensor& destination) override;
 
  private:
+  // No strong reference: a region lives while its users do, then goes through its retirement
+  // (transport/shm/region_retirement.hpp), which frees it once no peer maps it.
   struct Exported {
     std::weak_ptr<Storage> storage;
     const std::byte* data;
-    ExportedRegion region;
+    RegionHandle handle;
   };
 
   Device device_;

@@ -14,6 +14,7 @@ namespace tensortree::detail {
 namespace {
 
 constexpr std::uint32_t kFrameMagic = 0x464e5454;  // "TTNF"
+constexpr std::uint32_t kReleaseMagic = 0x524e5454;  // "TTNR"
 constexpr std::uint8_t kFrameVersion = 1;
 // Byte offsets within the header; [32, 48) and [184, 192) are reserved (zero).
 constexpr std::size_t kMagicAt = 0, kVersionAt = 4, kKindAt = 5, kLengthAt = 8, kOffsetAt = 16, kTokenAt = 24;
@@ -94,6 +95,32 @@ Ack decode_ack(std::span<const std::byte> message, int sender) {
   const auto status = get<std::uint64_t>(message.data() + 8);
   if (status > 1) corrupt(sender, fmt::format("an acknowledgement status of {}", status));
   return {get<std::uint64_t>(message.data()), status == 1};
+}
+
+void encode_release(std::span<const RegionHandle> handles, std::byte* out) {
+  std::fill_n(out, kReleaseBytes, std::byte{0});
+  put(out, kReleaseMagic);
+  put(out + 4, static_cast<std::uint32_t>(handles.size()));
+  for (std::size_t i = 0; i < handles.size() && i < kMaxReleaseHandles; ++i) {
+    std::copy(handles[i].begin(), handles[i].end(), out + kReleaseHeaderBytes + i * kRegionHandleBytes);
+  }
+}
+
+std::vector<RegionHandle> decode_release(std::span<const std::byte> message, int sender) {
+  if (message.size() != kReleaseBytes) corrupt(sender, fmt::format("a release request of {} bytes", message.size()));
+  if (get<std::uint32_t>(message.data()) != kReleaseMagic) corrupt(sender, "a release request without its magic");
+  const auto count = get<std::uint32_t>(message.data() + 4);
+  if (count == 0 || count > kMaxReleaseHandles) corrupt(sender, fmt::format("a release request of {} regions", count));
+  const std::byte* unused = message.data() + kReleaseHeaderBytes + count * kRegionHandleBytes;
+  if (std::any_of(message.data() + 8, message.data() + kReleaseHeaderBytes, [](std::byte b) { return b != std::byte{0}; }) ||
+      std::any_of(unused, message.data() + message.size(), [](std::byte b) { return b != std::byte{0}; })) {
+    corrupt(sender, "a release request with non-zero unused bytes");
+  }
+  std::vector<RegionHandle> handles(count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    std::copy_n(message.data() + kReleaseHeaderBytes + i * kRegionHandleBytes, kRegionHandleBytes, handles[i].begin());
+  }
+  return handles;
 }
 
 }  // namespace tensortree::detail

@@ -27,4 +27,13 @@ std::shared_ptr<ImportedRegion> ImportedRegions::open(int peer, const RegionHand
   return region;
 }
 
+void ImportedRegions::forget(int peer, const RegionHandle& handle) {
+  std::shared_ptr<ImportedRegion> closing;  // closed after the lock is let go
+  const std::lock_guard lock(mutex_);
+  const auto found = entries_.find({peer, handle});
+  if (found == entries_.end()) return;
+  closing = std::move(found->second.region);
+  entries_.erase(found);
+}
+
 }  // namespace tensortree::detail

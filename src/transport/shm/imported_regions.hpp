@@ -21,6 +21,9 @@ class ImportedRegions {
   // `peer`'s region `handle`, with at least `nbytes` readable: the open one when it has them,
   // opened (again) otherwise. What opening throws, naming what was wrong, goes to the caller.
   std::shared_ptr<ImportedRegion> open(int peer, const RegionHandle& handle, std::uint64_t nbytes);
+  // Closes the mapping of `peer`'s region `handle`, if open (at once: no copy holds a region its
+  // sender lets go, as each transfer is acknowledged after its copy).
+  void forget(int peer, const RegionHandle& handle);
 
  private:
   struct Entry {

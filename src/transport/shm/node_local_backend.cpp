@@ -190,7 +190,7 @@ WorkPtr NodeLocalBackend::batch_p2p(std::span<const P2POp> ops) {
 
 StoragePtr NodeLocalBackend::allocate_message_buffer(std::size_t nbytes, Device device) {
   if (device != state_->memory->device()) return PeerTransport::allocate_message_buffer(nbytes, device);
-  return state_->memory->allocate(nbytes).storage;
+  return state_->outgoing.allocate(nbytes).storage;
 }
 
 void NodeLocalBackend::abort(const std::string& reason) {

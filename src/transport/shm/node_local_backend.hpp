@@ -6,6 +6,9 @@
 // memory again.
 // - A payload already in this transport's memory (a tree packed into allocate_message_buffer's
 //   memory) is sent as it is, and the send completes when the receiver has copied it.
+// - A region this transport allocated (a pooled copy's, a message buffer's) is freed once let go
+//   and every peer that read it has closed its mapping at this rank's request or closed its end
+//   (RegionRetirement): CUDA leaves freeing memory another process maps undefined.
 // - Any other payload is copied into a pooled region first (a large one streamed: the frame goes
 //   first and the receiver copies each piece out as soon as it is in), and the send completes when the frame
 //   is out (like MPI's eager sends) while fewer than `max_pending` such copies (holding less than

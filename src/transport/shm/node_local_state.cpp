@@ -19,6 +19,7 @@ State::State(std::shared_ptr<ShareableMemory> memory_in, std::shared_ptr<PeerTra
       outgoing(*memory, *control, static_cast<int>(local.size()), options.max_pooled_regions,
                options.max_pooled_bytes),
       imported(*memory, options.max_open_regions),
+      releases(*control, imported, static_cast<int>(local.size())),
       acknowledged_to(local.size()) {}
 
 State::~State() {
@@ -46,6 +47,7 @@ State::~State() {
 
 void State::acknowledge(int peer, std::uint64_t token, bool copied) {
   acknowledged_to[static_cast<std::size_t>(peer)].store(true, std::memory_order_release);
+  releases.expect_from(peer);  // the peer may let go of the region and ask this rank to close it
   Tensor ack = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
   encode_ack({token, copied}, static_cast<std::byte*>(ack.data_ptr()));
   control->send(ack, peer, kAckTag)->wait();

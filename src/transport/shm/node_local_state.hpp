@@ -19,6 +19,7 @@
 #include "transport/shm/incoming_frames.hpp"
 #include "transport/shm/node_local_backend.hpp"
 #include "transport/shm/outgoing_regions.hpp"
+#include "transport/shm/release_requests.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -61,8 +62,12 @@ struct NodeLocalBackend::State {
     wait_for(what, std::forward<Done>(done), options.timeout);
   }
 
-  // What every wait of this transport's Works polls: the posted receives.
-  void poll() { incoming.progress(); }
+  // What every wait of this transport's Works polls: the posted receives, and the peers' requests
+  // to close mappings of regions they let go.
+  void poll() {
+    incoming.progress();
+    releases.answer();
+  }
 
   void acknowledge(int peer, std::uint64_t token, bool copied);
 
@@ -100,6 +105,7 @@ struct NodeLocalBackend::State {
   NodeLocalOptions options;
   OutgoingRegions outgoing;
   ImportedRegions imported;
+  ReleaseRequests releases;
   IncomingFrames incoming;
   AbortSignal aborted;
   // By group rank: whether this rank acknowledged a region frame of that peer's, whose first such

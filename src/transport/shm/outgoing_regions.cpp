@@ -29,7 +29,8 @@ OutgoingRegions::OutgoingRegions(ShareableMemory& memory, PeerTransport& control
       control_(control),
       max_pooled_(max_pooled),
       max_pooled_bytes_(max_pooled_bytes),
-      peers_(static_cast<std::size_t>(peers)) {
+      peers_(static_cast<std::size_t>(peers)),
+      retirement_(peers) {
   pool_.reserve(max_pooled_ + 1);
 }
 
@@ -52,8 +53,10 @@ OutgoingRegions::~OutgoingRegions() {
     for (auto& [token, pending] : peer.pending) {
       if (!pending.acked && pending.region.storage) unacknowledged.emplace(token, std::move(pending.region));
     }
+    // The retirement goes along: regions let go wait in it until this peer answers or closes.
     abandon_operation([peer_rank = static_cast<int>(index), receives = std::move(peer.receives),
-                       held = std::move(unacknowledged)]() mutable noexcept {
+                       requests = std::move(peer.release_requests), held = std::move(unacknowledged),
+                       retirement = retirement_]() mutable noexcept {
       try {
         while (!receives.empty() && receives.front().work->is_completed()) {
           if (receives.front().work->exception()) return false;  // nothing more can be learned
@@ -62,17 +65,21 @@ OutgoingRegions::~OutgoingRegions() {
           receives.pop_front();
           if (ack.token == kClosingToken) {
             held.clear();  // every acknowledgement came before it: the rest were never taken
+            retirement.peer_closed(peer_rank);
+          } else if (ack.token == kReleasedToken) {
+            retirement.released(peer_rank);
           } else {
             held.erase(ack.token);
           }
         }
+        std::erase_if(requests, [](const WorkPtr& sent) { return sent->is_completed(); });
       } catch (...) {
         return false;
       }
       if (receives.empty()) held.clear();
       // Receives left after the closing match nothing more; their Works are kept rather than
       // destroyed here, where cancelling one may itself have to abandon it (not allowed here).
-      return receives.empty();
+      return receives.empty() && requests.empty();
     });
   }
 }
@@ -97,7 +104,36 @@ ExportedRegion OutgoingRegions::take(std::size_t nbytes) {
       return region;
     }
   }
-  return memory_.allocate(region_size(nbytes));
+  return allocate(region_size(nbytes));
+}
+
+ExportedRegion OutgoingRegions::allocate(std::size_t nbytes) {
+  {
+    const std::lock_guard lock(mutex_);
+    for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
+      try {
+        collect_locked(static_cast<int>(peer));
+        request_releases_locked(static_cast<int>(peer));
+      } catch (const Error&) {
+        // That peer's own transfers report what went wrong with it; this allocation goes on.
+      }
+    }
+  }
+  ExportedRegion region = memory_.allocate(nbytes);
+  retirement_.track(region);
+  return region;
+}
+
+void OutgoingRegions::request_releases_locked(int peer) {
+  Peer& state = peers_[static_cast<std::size_t>(peer)];
+  std::erase_if(state.release_requests, [](const WorkPtr& sent) { return sent->is_completed(); });
+  const std::vector<RegionHandle> handles = retirement_.next_request(peer, kMaxReleaseHandles);
+  if (handles.empty()) return;
+  Tensor request = Tensor::empty({static_cast<std::int64_t>(kReleaseBytes)}, {DType::UInt8});
+  encode_release(handles, static_cast<std::byte*>(request.data_ptr()));
+  Tensor answer = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
+  state.receives.push_back({control_.recv(answer, peer, kAckTag), answer});
+  state.release_requests.push_back(control_.send(request, peer, kReleaseTag));
 }
 
 std::uint64_t OutgoingRegions::expect_ack(int peer, ExportedRegion region, Held held, bool being_written) {
@@ -108,6 +144,7 @@ std::uint64_t OutgoingRegions::expect_ack(int peer, ExportedRegion region, Held 
   WorkPtr work = control_.recv(bytes, peer, kAckTag);
   Peer& state = peers_[static_cast<std::size_t>(peer)];
   const std::uint64_t token = next_token_++;
+  retirement_.read_by(region.handle, peer);
   if (held != Held::InPlace) {
     state.pending_copies += 1;
     state.pending_bytes += region.storage->nbytes();
@@ -129,6 +166,7 @@ std::uint64_t OutgoingRegions::expect_ack(int peer, ExportedRegion region, Held 
 void OutgoingRegions::collect(int peer) {
   const std::lock_guard lock(mutex_);
   collect_locked(peer);
+  request_releases_locked(peer);
 }
 
 // Acknowledgements name their transfer: the receiver may take frames in another order than sent.
@@ -142,6 +180,11 @@ void OutgoingRegions::collect_locked(int peer) {
     const Ack ack = decode_ack({first, kAckBytes}, peer);
     if (ack.token == kClosingToken) {
       close_locked(state);
+      retirement_.peer_closed(peer);
+      continue;
+    }
+    if (ack.token == kReleasedToken) {
+      retirement_.released(peer);
       continue;
     }
     const auto found = state.pending.find(ack.token);
@@ -222,6 +265,7 @@ bool OutgoingRegions::acknowledged(int peer, std::uint64_t token) {
 bool OutgoingRegions::within_allowance(int peer, std::size_t nbytes, std::size_t max_count, std::size_t max_bytes) {
   const std::lock_guard lock(mutex_);
   collect_locked(peer);
+  request_releases_locked(peer);
   const Peer& state = peers_[static_cast<std::size_t>(peer)];
   if (state.pending_copies == 0) return true;
   return state.pending_copies < max_count && state.pending_bytes + nbytes <= max_bytes;

@@ -1,7 +1,9 @@
 // OutgoingRegions: the sender's side of the node-local transport. Regions it copied payloads into
 // wait here, per peer, for the receiver's acknowledgement, then go back to a small pool for the next
 // transfer (so a steady stream allocates nothing); sends from memory that was exported as it is
-// wait here for theirs before their Work completes. Thread-safe.
+// wait here for theirs before their Work completes. Regions it allocates are freed through
+// RegionRetirement once let go: the peers that read them are asked to close their mappings first.
+// Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +14,7 @@
 #include <mutex>
 #include <vector>
 
+#include "transport/shm/region_retirement.hpp"
 #include "transport/shm/shareable_memory.hpp"
 #include "tensortree/peer_transport.hpp"
 
@@ -36,6 +39,12 @@ class OutgoingRegions {
 
   // A free region of at least `nbytes`, from the pool or new.
   ExportedRegion take(std::size_t nbytes);
+  // A new region of `nbytes`, freed through the retirement once let go. First asks the peers for
+  // the regions let go since, so that a sender that allocates and drops regions frees them as fast
+  // as its peers answer.
+  ExportedRegion allocate(std::size_t nbytes);
+  // Let-go regions whose memory still waits for a peer to close its mapping.
+  std::size_t retiring() const { return retirement_.waiting(); }
   // How a transfer's region is held until the receiver acknowledges it.
   enum class Held {
     InPlace,      // the caller's memory, read where it is; its Work asks acknowledged()
@@ -75,6 +84,7 @@ class OutgoingRegions {
   };
   struct Peer {
     std::deque<AckReceive> receives;
+    std::deque<WorkPtr> release_requests;  // sent; kept until complete
     std::map<std::uint64_t, Pending> pending;
     std::size_t pending_copies = 0;
     std::size_t pending_bytes = 0;
@@ -85,6 +95,9 @@ class OutgoingRegions {
   };
 
   void collect_locked(int peer);
+  // Asks `peer` to close its mappings of the regions let go since its last answer (one request in
+  // flight at a time), posting the receive of its answer.
+  void request_releases_locked(int peer);
   // The peer closed: its transfers still unacknowledged were never taken.
   void close_locked(Peer& peer);
   // A copy acknowledged and no longer written goes back to the pool (a Copy's record with it:
@@ -99,6 +112,7 @@ class OutgoingRegions {
   std::size_t pooled_bytes_ = 0;
   std::mutex mutex_;
   std::vector<Peer> peers_;
+  RegionRetirement retirement_;
   // Free regions, the least recently released first (reserved: releasing allocates nothing).
   std::vector<ExportedRegion> pool_;
   std::uint64_t next_token_ = 1;
