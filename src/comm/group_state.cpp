@@ -67,6 +67,14 @@ void GroupState::abort(const std::string& reason) {
   }
 }
 
+void GroupState::abort_with(std::shared_ptr<GroupAbortDomain> domain) {
+  std::weak_ptr<GroupState> self = weak_from_this();
+  // Enrolled unowned, the state would never be told.
+  if (!domain || self.expired()) throw InvalidArgument("abort_with needs a domain and a state owned by a shared_ptr");
+  abort_domain_ = std::move(domain);
+  abort_domain_->enroll(self);
+}
+
 Bootstrap& GroupState::bootstrap() {
   require_member();
   return *bootstrap_;
@@ -112,7 +120,9 @@ std::shared_ptr<GroupState> GroupState::split(int color, int key, std::vector<in
   options.resolve();  // a bad TENSORTREE_* value throws before the collective step, on every rank alike
   std::unique_ptr<Bootstrap> sub = bootstrap().split(color, key);
   if (!sub) return std::make_shared<GroupState>(std::move(world_ranks), options);
-  return std::make_shared<GroupState>(std::move(sub), factory_, std::move(world_ranks), options);
+  auto made = std::make_shared<GroupState>(std::move(sub), factory_, std::move(world_ranks), options);
+  if (abort_domain_) made->abort_with(abort_domain_);
+  return made;
 }
 
 GroupState& GroupAccess::require(const Group& group) {

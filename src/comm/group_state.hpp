@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/abort_signal.hpp"
+#include "comm/group_abort_domain.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/group_collectives.hpp"
 #include "comm/transport_choice.hpp"
@@ -52,7 +53,7 @@ class TransportFactory {
   virtual DeviceTransports create(GroupState& group, Device device) = 0;
 };
 
-class GroupState {
+class GroupState : public std::enable_shared_from_this<GroupState> {
  public:
   // A member's state. Collective over the members: they share where each runs (placements()).
   GroupState(std::unique_ptr<Bootstrap> bootstrap, std::shared_ptr<TransportFactory> factory,
@@ -93,10 +94,15 @@ class GroupState {
   // Group::abort: tells every transport made so far, then refuses every later use. Never blocks.
   void abort(const std::string& reason);
   bool is_aborted() const { return aborted_.raised(); }
+  // Makes this member's state one of `domain`'s: aborted with it (at once where it was already),
+  // and so is every group split from this one later. Called by the group's maker, before the group
+  // is shared (runtime/in_process_world.cpp joins each thread's world group).
+  void abort_with(std::shared_ptr<GroupAbortDomain> domain);
 
   // Collective over the members: the members passing the same non-negative `color` form a new
   // group, ranked by `key`; `world_ranks` are its members' in that order. A member passing a
-  // negative color gets a non-member's state of `world_ranks`.
+  // negative color gets a non-member's state of `world_ranks`. A new member's state joins this
+  // group's abort domain, if it has one.
   std::shared_ptr<GroupState> split(int color, int key, std::vector<int> world_ranks, GroupOptions options);
 
   // This group's T, default-constructed on first use; the same object for every copy of the
@@ -130,6 +136,8 @@ class GroupState {
   std::recursive_mutex transports_mutex_;
   std::map<std::pair<DeviceType, int>, DeviceTransports> transports_;
   AbortSignal aborted_;
+  // Null unless the group's maker joined one (abort_with); handed on by split.
+  std::shared_ptr<GroupAbortDomain> abort_domain_;
   std::mutex attachments_mutex_;
   std::map<std::type_index, std::shared_ptr<void>> attachments_;
 };

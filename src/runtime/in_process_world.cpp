@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/group_abort_domain.hpp"
 #include "comm/group_state.hpp"
 #include "core/text_format.hpp"
 #include "runtime/transport_factory.hpp"
@@ -19,26 +20,32 @@ namespace tensortree::detail {
 
 namespace {
 
-// What the threads of one run share: the groups made so far and the first failure.
+// What the threads of one run share: their world groups and the first failure. Every group of
+// the run (each thread's world group and every group split from one, DeviceMesh dimensions
+// included) belongs to one abort domain, so that nobody waits for the rank that failed, in
+// whichever group.
 class World {
  public:
   explicit World(std::shared_ptr<InProcessStore> store) : store_(std::move(store)) {}
 
   void joined(const Group& group) {
+    GroupAccess::state(group)->abort_with(aborts_);
+    // Kept until every thread has ended: no rank's world group goes while a peer may still use it.
     const std::lock_guard lock(mutex_);
     groups_.push_back(group);
-    if (failure_) group.abort(reason_);
   }
 
-  // The first failure is kept; the rest of the world is told, so that nobody waits for the rank
-  // that failed.
+  // The first failure is kept; the rest of the world is told.
   void failed(int rank, std::exception_ptr error) {
-    const std::lock_guard lock(mutex_);
-    if (failure_) return;
-    failure_ = std::move(error);
-    reason_ = fmt::format("rank {} of the in-process world failed", rank);
-    store_->abort(reason_);
-    for (const Group& group : groups_) group.abort(reason_);
+    std::string reason;
+    {
+      const std::lock_guard lock(mutex_);
+      if (failure_) return;
+      failure_ = std::move(error);
+      reason = fmt::format("rank {} of the in-process world failed", rank);
+    }
+    store_->abort(reason);
+    aborts_->abort(reason);
   }
 
   void rethrow_failure() const {
@@ -47,10 +54,10 @@ class World {
 
  private:
   std::shared_ptr<InProcessStore> store_;
+  std::shared_ptr<GroupAbortDomain> aborts_ = std::make_shared<GroupAbortDomain>();
   std::mutex mutex_;
   std::vector<Group> groups_;
   std::exception_ptr failure_;
-  std::string reason_;
 };
 
 }  // namespace

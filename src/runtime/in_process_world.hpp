@@ -12,9 +12,10 @@
 namespace tensortree::detail {
 
 // Runs `body(group)` on `size` threads, one per rank of a new in-process world made with
-// `options`, and returns once every thread has ended. When a rank throws, the world is aborted
-// (the others' waits end at once with BackendError instead of running out their timeout) and the
-// first exception thrown is rethrown here.
+// `options`, and returns once every thread has ended. When a rank throws, the world is aborted,
+// with every group split from it (DeviceMesh dimensions, splits of splits; one made afterwards is
+// aborted as it is made): the others' waits end at once with BackendError instead of running out
+// their timeout. The first exception thrown is rethrown here.
 void run_in_process(int size, const GroupOptions& options, const std::function<void(const Group&)>& body);
 
 }  // namespace tensortree::detail

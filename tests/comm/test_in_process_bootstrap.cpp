@@ -130,3 +130,12 @@ TEST_CASE("members calling different operations in one round all fail at once wi
     CHECK(failure.find("all_gather") != std::string::npos);
   }
 }
+
+TEST_CASE("a sub-group's store made after its parent's store was aborted is aborted too") {
+  auto bootstraps = make_in_process_bootstraps(2, std::chrono::seconds(60));
+  const std::shared_ptr<InProcessStore>& parent = bootstraps.front()->store();
+  // A split round that completed just before the abort: its members take the child afterwards.
+  parent->abort("rank 1 failed");
+  const std::shared_ptr<InProcessStore> child = parent->child(0, 0, 1);
+  CHECK_THROWS_WITH(child->exchange(0, 0, "barrier", {}), Catch::Contains("rank 1 failed"));
+}

@@ -75,6 +75,9 @@ std::shared_ptr<InProcessStore> InProcessStore::child(std::uint64_t round, int c
   Child& made = pending_children_[{round, color}];
   if (!made.store) {
     made.store = std::make_shared<InProcessStore>(members, timeout_);
+    // A split that completed just before the abort: its sub-group must not wait either.
+    made.store->aborted_ = aborted_;
+    std::erase_if(children_, [](const std::weak_ptr<InProcessStore>& child) { return child.expired(); });
     children_.push_back(made.store);
   }
   std::shared_ptr<InProcessStore> store = made.store;

@@ -41,7 +41,7 @@ class InProcessStore {
   std::vector<std::vector<std::byte>> exchange(int rank, std::uint64_t round, const char* operation,
                                                std::span<const std::byte> mine);
   // The store of the sub-group `color` made in split round `round`, of `members` members: the same
-  // object for every member that asks, created by the first.
+  // object for every member that asks, created by the first (aborted already where this one is).
   std::shared_ptr<InProcessStore> child(std::uint64_t round, int color, int members);
 
   // Wakes every wait on the store's rounds (and its children's) with BackendError naming `reason`:
