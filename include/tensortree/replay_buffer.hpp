@@ -40,7 +40,9 @@ enum class SamplerKind : unsigned char {
   Uniform,             // every published row equally likely, with replacement
   Prioritized,         // P(i) = p_i^alpha / sum_k p_k^alpha, with importance weights
   Slice,               // runs of slice_length consecutive steps of one trajectory
-  WithoutReplacement,  // this handle draws every row once before it draws any twice
+  WithoutReplacement,  // this handle draws every row once before it draws any twice: passes over
+                       // a permutation of the rows, a batch that ends a pass completed from the
+                       // next one (TorchRL's drop_last=False); sample(n) needs n <= size()
   Fifo,                // a queue shared by every handle: each row once, oldest first, to one sampler;
                        // rows overwritten before anyone sampled them are skipped, a row whose writer
                        // died gives its place in the batch to the next in the queue, and sample(n)
