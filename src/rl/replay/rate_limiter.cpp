@@ -53,7 +53,8 @@ std::uint64_t reserve_inserts(const ControlBlock& control, std::uint64_t k, std:
   return first;
 }
 
-void reserve_samples(const ControlBlock& control, std::uint64_t n, std::chrono::milliseconds timeout) {
+SampleReservation::SampleReservation(const ControlBlock& control, std::uint64_t n, std::chrono::milliseconds timeout)
+    : control_(control), n_(n) {
   auto samples = control.samples();
   if (unlimited(control.limits())) {
     samples.fetch_add(n, std::memory_order_acq_rel);
@@ -65,6 +66,10 @@ void reserve_samples(const ControlBlock& control, std::uint64_t n, std::chrono::
            samples.compare_exchange_strong(count, count + n, std::memory_order_acq_rel);
   };
   if (!poll_until(reserved, deadline_after(timeout))) timed_out(control, "a sample", n, timeout);
+}
+
+SampleReservation::~SampleReservation() {
+  if (!committed_) control_.samples().fetch_sub(n_, std::memory_order_acq_rel);
 }
 
 }  // namespace tensortree::detail

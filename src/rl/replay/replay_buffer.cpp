@@ -146,7 +146,7 @@ ReplaySample ReplayBuffer::sample(std::int64_t n, const SampleOptions& options) 
   if (s.options.sampler == SamplerKind::WithoutReplacement && n > size()) {
     throw InvalidArgument(fmt::format("ReplayBuffer::sample: {} rows without replacement from {} present", n, size()));
   }
-  detail::reserve_samples(s.control, static_cast<std::uint64_t>(n), s.options.timeout);
+  detail::SampleReservation reservation(s.control, static_cast<std::uint64_t>(n), s.options.timeout);
   const std::int64_t present = size();
   const detail::SamplerContext context{s.control, *s.store, s.rng, s.options, std::max<std::int64_t>(present, 1)};
   s.sampler->draw(context, n, s.units);
@@ -160,6 +160,7 @@ ReplaySample ReplayBuffer::sample(std::int64_t n, const SampleOptions& options) 
                   ? TensorTree::from_consolidated(upload(host, host_schema->total_bytes(), options),
                                                   s.store->layout().batch_schema(n, DeviceType::CUDA))
                   : TensorTree::from_consolidated(std::move(host), host_schema);
+  reservation.commit();
   return out;
 }
 
