@@ -165,7 +165,12 @@ ControlBlock ControlBlock::create(const fs::path& dir, const ReplayBufferOptions
 
 ControlBlock ControlBlock::open(const fs::path& dir) {
   const fs::path file = dir / kControlFileName;
-  FileDescriptor fd = open_path(file, O_RDWR);
+  auto [fd, err] = open_at(AT_FDCWD, file.string(), O_RDWR);
+  if (!fd.valid() && (err == ENOENT || err == ENOTDIR)) {
+    throw InvalidArgument(fmt::format("ReplayBuffer::open: '{}' is not a replay buffer (no {}): create it first "
+                                      "(ReplayBuffer::create)", dir.string(), kControlFileName));
+  }
+  if (!fd.valid()) throw_os_error("open", file, err, __FILE__, __LINE__);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) TT_OS_ERROR("fstat", file);
   if (!S_ISREG(st.st_mode)) corrupt(file, "is not a regular file");
