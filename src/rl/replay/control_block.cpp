@@ -4,10 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include <xxhash.h>
 
@@ -58,6 +62,44 @@ void validate(const ControlHeader& h, std::uint64_t file_size, const fs::path& f
   if (file_size != h.file_bytes) {
     corrupt(file, fmt::format("is {} bytes; its capacity of {} rows needs {} (truncated?)", file_size, h.capacity,
                               h.file_bytes));
+  }
+}
+
+// The shared fields as the page was read, each within what the library could have written.
+void validate_shared(const ControlHeader& h, const fs::path& file) {
+  if (h.cursor > kMaxTickets) {
+    corrupt(file, fmt::format("has insert cursor {}, beyond {} tickets (its rows' sequence numbers would wrap)",
+                              h.cursor, kMaxTickets));
+  }
+  if (h.samples > kMaxTickets) corrupt(file, fmt::format("has sample count {}, beyond {}", h.samples, kMaxTickets));
+  if (h.fifo_cursor > h.cursor) {
+    corrupt(file, fmt::format("is damaged: fifo cursor {} is past the insert cursor {}", h.fifo_cursor, h.cursor));
+  }
+  for (const auto& [word, name] : {std::pair{h.layout_lock, "layout lock"}, std::pair{h.priority_lock, "priority lock"}}) {
+    if (word < 0 || word > kLargestPid) corrupt(file, fmt::format("has {} word {}, which names no process", name, word));
+  }
+  if (!std::isfinite(h.max_priority) || h.max_priority < 0) {
+    corrupt(file, fmt::format("has largest priority {}, not a finite non-negative number", h.max_priority));
+  }
+}
+
+// Every byte of the header page that no field holds (padding, `reserved`, the rest of the page)
+// is zero, as create() left it: a page written by anything else is refused.
+void validate_unused(std::span<const std::byte> page, const fs::path& file) {
+  std::vector<bool> used(page.size());
+  const auto mark = [&](std::size_t offset, std::size_t bytes) { std::fill_n(used.begin() + offset, bytes, true); };
+#define TT_FIELD(name) mark(offsetof(ControlHeader, name), sizeof(ControlHeader::name))
+  TT_FIELD(magic); TT_FIELD(version); TT_FIELD(header_bytes); TT_FIELD(capacity); TT_FIELD(tree_leaves);
+  TT_FIELD(alpha); TT_FIELD(eps); TT_FIELD(file_bytes); TT_FIELD(samples_per_insert); TT_FIELD(min_diff);
+  TT_FIELD(max_diff); TT_FIELD(min_size_to_sample); TT_FIELD(checksum); TT_FIELD(cursor); TT_FIELD(samples);
+  TT_FIELD(fifo_cursor); TT_FIELD(layout_fingerprint); TT_FIELD(layout_state); TT_FIELD(layout_lock);
+  TT_FIELD(priority_lock); TT_FIELD(max_priority);
+#undef TT_FIELD
+  for (std::size_t i = 0; i < page.size(); ++i) {
+    if (!used[i] && page[i] != std::byte{0}) {
+      corrupt(file, fmt::format("has byte {} of its header set to {}: that byte is reserved or unused and must be "
+                                "zero", i, static_cast<unsigned>(page[i])));
+    }
   }
 }
 
@@ -178,9 +220,13 @@ ControlBlock ControlBlock::open(const fs::path& dir) {
   if (size < kControlHeaderBytes) {
     corrupt(file, fmt::format("is {} bytes, shorter than its {}-byte header (truncated?)", size, kControlHeaderBytes));
   }
+  std::vector<std::byte> page(kControlHeaderBytes);
+  read_all(fd.get(), page.data(), page.size(), file);
   ControlHeader h{};
-  read_all(fd.get(), &h, sizeof h, file);
+  std::memcpy(&h, page.data(), sizeof h);
   validate(h, size, file);
+  validate_shared(h, file);
+  validate_unused(page, file);
   Mapping mapping(fd.get(), h.file_bytes, true, file);
   // Sizes and offsets come from this validated copy, never from the mapping, which another process
   // could change under us.

@@ -3,10 +3,11 @@
 // cursor, a sequence number and an owner tag per row (a seqlock per row), the layout's state and
 // fingerprint, and the priorities' sum and min trees.
 //
-// The file is untrusted input like any other: open() checks the header (magic, format version,
-// checksum of the fields fixed at creation, sizes bounded and overflow-checked against the file's
-// length) before anything else is read; the shared fields that processes change afterwards are
-// validated where they are used.
+// The file is untrusted input like any other: open() checks the whole header page before anything
+// else is read: the fields fixed at creation under their checksum (magic, format version, sizes
+// bounded and overflow-checked against the file's length), the shared fields processes change
+// afterwards (cursors, counts, lock words, the largest priority) against their bounds, and every
+// other byte of the page zero. The shared fields are checked again where they are used.
 #pragma once
 
 #include <atomic>
@@ -26,6 +27,11 @@ inline constexpr std::uint32_t kControlVersion = 1;
 // 2^36 rows: far more than any buffer holds, small enough that every size below fits in 64 bits.
 inline constexpr std::int64_t kMaxCapacity = std::int64_t{1} << 36;
 inline constexpr std::uint64_t kControlHeaderBytes = 4096;
+// Tickets (the insert cursor) and the sample count stay below 2^62: every sequence number 2t+2
+// fits in 64 bits and a cursor plus any extend cannot wrap. (At 10^9 rows a second: 146 years.)
+inline constexpr std::uint64_t kMaxTickets = std::uint64_t{1} << 62;
+// Linux's PID_MAX_LIMIT - 1: a lock word above it names no process.
+inline constexpr std::int32_t kLargestPid = (1 << 22) - 1;
 
 enum class LayoutState : std::uint32_t { None = 0, Ready = 2 };
 
@@ -52,7 +58,7 @@ struct ControlHeader {
   std::uint32_t layout_state;              // LayoutState
   std::int32_t layout_lock;                // pid of the process creating the layout, 0 when none
   alignas(64) std::int32_t priority_lock;  // pid holding the priority trees, 0 when free
-  std::uint32_t reserved;
+  std::uint32_t reserved;                  // zero
   double max_priority;                     // largest priority given so far (raw, before alpha)
 };
 static_assert(sizeof(ControlHeader) <= kControlHeaderBytes);

@@ -185,6 +185,86 @@ TEST_CASE("damaged control block fields are CorruptData naming the field", "[rep
   }
 }
 
+namespace {
+
+using tensortree::detail::ControlHeader;
+
+template <class T>
+void patch_field(const ScratchDir& dir, std::size_t offset, T value) {
+  patch(control_file(dir), static_cast<off_t>(offset), &value, sizeof value);
+}
+
+// A buffer of 100 rows holding steps 0..2, then `patch_it` applied to its control block.
+template <class Patch>
+void require_refused_at_open(Patch&& patch_it, const std::string& named) {
+  ScratchDir dir;
+  { ReplayBuffer::create(dir.path(), {.capacity = 100, .prioritized = true}).extend(make_rows(0, 3)); }
+  { ReplayBuffer::open(dir.path()); }  // untouched, it opens
+  patch_it(dir);
+  REQUIRE_THROWS_AS(ReplayBuffer::open(dir.path()), CorruptData);
+  REQUIRE_THROWS_WITH(ReplayBuffer::open(dir.path()), Catch::Contains(named));
+}
+
+}  // namespace
+
+TEST_CASE("an insert cursor that would wrap the tickets or their sequence numbers is CorruptData at open",
+          "[replay][hostile]") {
+  for (const std::uint64_t cursor : {std::uint64_t{1} << 63, ~std::uint64_t{0} - 15, ~std::uint64_t{0} - 1,
+                                     ~std::uint64_t{0}, (std::uint64_t{1} << 62) + 1}) {
+    INFO("cursor " << cursor);
+    require_refused_at_open([&](const ScratchDir& dir) { patch_field(dir, offsetof(ControlHeader, cursor), cursor); },
+                            "insert cursor " + std::to_string(cursor));
+  }
+}
+
+TEST_CASE("every header field outside the checksum is checked at open", "[replay][hostile]") {
+  const auto huge = ~std::uint64_t{0} - 1;
+  SECTION("the sample count") {
+    require_refused_at_open([&](const ScratchDir& d) { patch_field(d, offsetof(ControlHeader, samples), huge); },
+                            "sample count " + std::to_string(huge));
+  }
+  SECTION("the fifo cursor ahead of the insert cursor") {
+    require_refused_at_open(
+        [&](const ScratchDir& d) { patch_field(d, offsetof(ControlHeader, fifo_cursor), std::uint64_t{4}); },
+        "fifo cursor 4 is past the insert cursor 3");
+  }
+  SECTION("the layout lock") {
+    require_refused_at_open([&](const ScratchDir& d) { patch_field(d, offsetof(ControlHeader, layout_lock), -7); },
+                            "layout lock");
+  }
+  SECTION("the priority lock") {
+    require_refused_at_open(
+        [&](const ScratchDir& d) { patch_field(d, offsetof(ControlHeader, priority_lock), std::int32_t{1} << 30); },
+        "priority lock");
+  }
+  SECTION("the largest priority") {
+    require_refused_at_open(
+        [&](const ScratchDir& d) { patch_field(d, offsetof(ControlHeader, max_priority), std::nan("")); },
+        "largest priority");
+  }
+  SECTION("the reserved word") {
+    require_refused_at_open([&](const ScratchDir& d) { patch_field(d, offsetof(ControlHeader, reserved), 1U); },
+                            "reserved");
+  }
+  SECTION("the unused rest of the header page") {
+    require_refused_at_open([&](const ScratchDir& d) { patch_field(d, sizeof(ControlHeader) + 17, std::uint8_t{9}); },
+                            "unused");
+  }
+}
+
+TEST_CASE("an insert cursor damaged while a handle is open is CorruptData at the next extend, never a wrap",
+          "[replay][hostile]") {
+  ScratchDir dir;
+  ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 100});
+  rb.extend(make_rows(0, 3));
+  const std::uint64_t damaged = ~std::uint64_t{0} - 1;
+  patch(control_file(dir), offsetof(ControlHeader, cursor), &damaged, sizeof damaged);
+  REQUIRE_THROWS_AS(rb.extend(make_rows(3, 3)), CorruptData);
+  REQUIRE_THROWS_WITH(rb.extend(make_rows(3, 3)), Catch::Contains("insert cursor " + std::to_string(damaged)));
+  REQUIRE(rb.inserted() == damaged);  // not wrapped round to a small ticket
+  for (std::int64_t i = 0; i < 3; ++i) REQUIRE(checked_step(rb.storage(), i) == i);
+}
+
 TEST_CASE("rows of another layout than the control block records are SchemaMismatch", "[replay][hostile]") {
   ScratchDir dir;
   { ReplayBuffer::create(dir / "a", {.capacity = 4}).extend(make_rows(0, 4)); }
