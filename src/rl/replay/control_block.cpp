@@ -17,6 +17,7 @@
 
 #include "core/checked_math.hpp"
 #include "core/text_format.hpp"
+#include "rl/process_identity.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -40,7 +41,11 @@ void validate(const ControlHeader& h, std::uint64_t file_size, const fs::path& f
     throw NotSupported(fmt::format("replay control block '{}' was written by format version {}; this library "
                                    "reads version {}", file.string(), h.version, kControlVersion));
   }
-  if (h.version != kControlVersion) corrupt(file, fmt::format("has unknown format version {}", h.version));
+  if (h.version != kControlVersion) {
+    throw NotSupported(fmt::format("replay control block '{}' was written by format version {}, which this library "
+                                   "(version {}) no longer reads: create the buffer again", file.string(), h.version,
+                                   kControlVersion));
+  }
   if (h.checksum != header_checksum(h)) corrupt(file, "has a header whose checksum does not match");
   if (h.header_bytes != kControlHeaderBytes) corrupt(file, fmt::format("has a header of {} bytes", h.header_bytes));
   if (h.capacity == 0 || h.capacity > static_cast<std::uint64_t>(kMaxCapacity)) {
@@ -76,7 +81,7 @@ void validate_shared(const ControlHeader& h, const fs::path& file) {
     corrupt(file, fmt::format("is damaged: fifo cursor {} is past the insert cursor {}", h.fifo_cursor, h.cursor));
   }
   for (const auto& [word, name] : {std::pair{h.layout_lock, "layout lock"}, std::pair{h.priority_lock, "priority lock"}}) {
-    if (word < 0 || word > kLargestPid) corrupt(file, fmt::format("has {} word {}, which names no process", name, word));
+    if (!rl::names_a_process(word)) corrupt(file, fmt::format("has {} word {:#x}, which names no process", name, word));
   }
   if (!std::isfinite(h.max_priority) || h.max_priority < 0) {
     corrupt(file, fmt::format("has largest priority {}, not a finite non-negative number", h.max_priority));
@@ -146,14 +151,15 @@ std::optional<ControlGeometry> control_geometry(std::uint64_t capacity, std::uin
   ControlGeometry g;
   g.seq_offset = kControlHeaderBytes;
   const auto row_bytes = checked_mul<std::uint64_t>(capacity, 8);
+  const auto owner_bytes = checked_mul<std::uint64_t>(capacity, 16);
   const auto tree_bytes = checked_mul<std::uint64_t>(tree_leaves, 16);
-  if (!row_bytes || !tree_bytes) return std::nullopt;
+  if (!row_bytes || !owner_bytes || !tree_bytes) return std::nullopt;
   auto next = [](std::uint64_t offset, std::uint64_t bytes) -> std::optional<std::uint64_t> {
     const auto end = checked_add(offset, bytes);
     return end ? checked_align_up(*end) : std::nullopt;
   };
   const auto owner = next(g.seq_offset, *row_bytes);
-  const auto sum = owner ? next(*owner, *row_bytes) : std::nullopt;
+  const auto sum = owner ? next(*owner, *owner_bytes) : std::nullopt;
   const auto min = sum ? next(*sum, *tree_bytes) : std::nullopt;
   const auto end = min ? next(*min, *tree_bytes) : std::nullopt;
   if (!end) return std::nullopt;
