@@ -1,8 +1,10 @@
 #include "rl/process_identity.hpp"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <fstream>
 #include <iterator>
@@ -38,16 +40,23 @@ std::optional<ProcStat> read_proc_stat(std::uint32_t pid) {
   return stat;
 }
 
+// This process's identity word, 0 until looked up: every extend names its writer per row, so the
+// lookup (a system call and a read of /proc) is made once per process.
+std::atomic<std::uint64_t> cached_identity{0};
+// A forked child must not keep its parent's.
+[[maybe_unused]] const int reset_on_fork = ::pthread_atfork(nullptr, nullptr, [] { cached_identity.store(0); });
+
 }  // namespace
 
 ProcessIdentity this_process() {
-  thread_local ProcessIdentity cached;
-  const auto pid = static_cast<std::uint32_t>(::getpid());
-  if (cached.pid != pid) {
+  std::uint64_t word = cached_identity.load(std::memory_order_relaxed);
+  if (word == 0) {
+    const auto pid = static_cast<std::uint32_t>(::getpid());
     const std::optional<ProcStat> stat = read_proc_stat(pid);
-    cached = {pid, stat ? stat->start & kStartMask : 0};
+    word = identity_word({pid, stat ? stat->start & kStartMask : 0});
+    cached_identity.store(word, std::memory_order_relaxed);
   }
-  return cached;
+  return identity_of(word);
 }
 
 bool process_alive(const ProcessIdentity& holder) {
