@@ -180,9 +180,9 @@ void Run::kill_and_replace(double at) {
 
 bool Run::run() {
   if (o_.remote_actors > 0) site_ = remote_site(node_);
+  const std::string policy = tensortree::WeightPublisher::shared_memory_path(policy_name(o_.name)).string();
   std::printf("[launcher] %d actors and a learner through %s and %s, %.1f s\n", o_.actors,
-              replay_path(o_.name).c_str(), tensortree::WeightPublisher::shared_memory_path(policy_name(o_.name)).c_str(),
-              o_.seconds);
+              replay_path(o_.name).c_str(), policy.c_str(), o_.seconds);
   if (site_) std::printf("[launcher] %d remote actors in %s\n", o_.remote_actors, site_->description.c_str());
   std::fflush(stdout);
   start_learner();

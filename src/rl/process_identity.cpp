@@ -61,7 +61,9 @@ ProcessIdentity this_process() {
 
 bool process_alive(const ProcessIdentity& holder) {
   if (holder.pid == 0) return false;
-  if (holder.pid == static_cast<std::uint32_t>(::getpid())) return holder.start == 0 || holder.start == this_process().start;
+  if (holder.pid == static_cast<std::uint32_t>(::getpid())) {
+    return holder.start == 0 || holder.start == this_process().start;
+  }
   if (::kill(static_cast<pid_t>(holder.pid), 0) != 0 && errno != EPERM) return false;
   // Without /proc (here, or where the holder ran: start 0), the pid's existence is all there is.
   const std::optional<ProcStat> stat = read_proc_stat(holder.pid);

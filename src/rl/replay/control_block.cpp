@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstring>
 #include <span>
-#include <utility>
 #include <vector>
 
 #include <xxhash.h>
@@ -80,9 +79,11 @@ void validate_shared(const ControlHeader& h, const fs::path& file) {
   if (h.fifo_cursor > h.cursor) {
     corrupt(file, fmt::format("is damaged: fifo cursor {} is past the insert cursor {}", h.fifo_cursor, h.cursor));
   }
-  for (const auto& [word, name] : {std::pair{h.layout_lock, "layout lock"}, std::pair{h.priority_lock, "priority lock"}}) {
+  const auto check_lock = [&](std::uint64_t word, std::string_view name) {
     if (!rl::names_a_process(word)) corrupt(file, fmt::format("has {} word {:#x}, which names no process", name, word));
-  }
+  };
+  check_lock(h.layout_lock, "layout lock");
+  check_lock(h.priority_lock, "priority lock");
   if (!std::isfinite(h.max_priority) || h.max_priority < 0) {
     corrupt(file, fmt::format("has largest priority {}, not a finite non-negative number", h.max_priority));
   }
