@@ -20,6 +20,7 @@
 #include "child.hpp"
 #include "job.hpp"
 #include "remote_site.hpp"
+#include "tensortree/weights.hpp"
 
 namespace shared_job {
 
@@ -50,7 +51,7 @@ void remove_shared_objects(const std::string& name, int actor_ids) {
   for (int id = 0; id < actor_ids; ++id) fs::remove(phase_path(name, id), ignored);
   fs::remove_all(replay_path(name), ignored);
   for (const fs::path& path : {stop_path(name), address_path(name), kill_note_path(name)}) fs::remove(path, ignored);
-  fs::remove(fs::path("/dev/shm") / policy_name(name), ignored);
+  fs::remove(tensortree::WeightPublisher::shared_memory_path(policy_name(name)), ignored);
 }
 
 // Another node for the remote actors, or this host's loopback when none can be made (said so).
@@ -179,8 +180,9 @@ void Run::kill_and_replace(double at) {
 
 bool Run::run() {
   if (o_.remote_actors > 0) site_ = remote_site(node_);
-  std::printf("[launcher] %d actors and a learner through %s and /dev/shm/%s, %.1f s\n", o_.actors,
-              replay_path(o_.name).c_str(), policy_name(o_.name).c_str(), o_.seconds);
+  const std::string policy = tensortree::WeightPublisher::shared_memory_path(policy_name(o_.name)).string();
+  std::printf("[launcher] %d actors and a learner through %s and %s, %.1f s\n", o_.actors,
+              replay_path(o_.name).c_str(), policy.c_str(), o_.seconds);
   if (site_) std::printf("[launcher] %d remote actors in %s\n", o_.remote_actors, site_->description.c_str());
   std::fflush(stdout);
   start_learner();

@@ -34,13 +34,15 @@
 
 namespace tensortree {
 
-// How sample() chooses rows (TorchRL's samplers). Prioritized needs a buffer created with
-// priorities (ReplayBufferOptions::prioritized).
+// How sample() chooses rows (TorchRL's samplers). Prioritized needs a buffer with priorities: one
+// created with ReplayBufferOptions::prioritized, or created with the Prioritized sampler.
 enum class SamplerKind : unsigned char {
   Uniform,             // every published row equally likely, with replacement
   Prioritized,         // P(i) = p_i^alpha / sum_k p_k^alpha, with importance weights
   Slice,               // runs of slice_length consecutive steps of one trajectory
-  WithoutReplacement,  // this handle draws every row once before it draws any twice
+  WithoutReplacement,  // this handle draws every row once before it draws any twice: passes over
+                       // a permutation of the rows, a batch that ends a pass completed from the
+                       // next one (TorchRL's drop_last=False); sample(n) needs n <= size()
   Fifo,                // a queue shared by every handle: each row once, oldest first, to one sampler;
                        // rows overwritten before anyone sampled them are skipped, a row whose writer
                        // died gives its place in the batch to the next in the queue, and sample(n)
@@ -77,7 +79,8 @@ struct RateLimiterOptions {
 // Fixed when the buffer is created; every process that opens it shares them.
 struct ReplayBufferOptions {
   std::int64_t capacity = 0;  // rows in the ring
-  bool prioritized = false;   // keep a sum tree of priorities in the control block
+  bool prioritized = false;   // keep a sum tree of priorities in the control block (implied when
+                              // create() is given the Prioritized sampler)
   double alpha = 0.6;         // priorities are stored as (p + eps)^alpha (TorchRL's PrioritizedSampler)
   double eps = 1e-8;
   RateLimiterOptions rate_limiter = {};  // no limit by default
@@ -126,16 +129,20 @@ struct ReplaySample {
 
 class TT_API ReplayBuffer {
  public:
-  // Creates the control block in `dir` (made if absent); the rows appear at the first extend.
-  // InvalidArgument when `dir` already holds a replay buffer or anything but an empty directory.
+  // Creates the control block in `dir` (made if absent); the rows appear at the first extend. With
+  // open_options.sampler Prioritized the buffer keeps priorities whatever options.prioritized says.
+  // InvalidArgument when `dir` already holds a replay buffer or anything but an empty directory, or
+  // for options that cannot hold; a create that fails leaves no file or directory behind.
   static ReplayBuffer create(const std::filesystem::path& dir, const ReplayBufferOptions& options,
                              const ReplayOpenOptions& open_options = {});
-  // Opens a buffer another process created. CorruptData for a truncated or damaged control block
-  // or data directory, NotSupported for one a newer format wrote, SchemaMismatch when the data
-  // directory holds another layout than the control block records.
+  // Opens a buffer another process created. InvalidArgument ("not a replay buffer (no
+  // replay.control): create it first") for a directory without one; CorruptData for a truncated
+  // or damaged control block or data directory, NotSupported for one a newer format wrote,
+  // SchemaMismatch when the data directory holds another layout than the control block records.
   static ReplayBuffer open(const std::filesystem::path& dir, const ReplayOpenOptions& options = {});
-  // Where a buffer named `name` lives in shared memory (/dev/shm, a tmpfs): create/open it there
-  // to keep the rows in memory only. InvalidArgument for a name that is not one plain file name.
+  // Where a buffer named `name` lives in shared memory: /dev/shm/tensortree-replay-<name> (a tmpfs;
+  // weight publications follow the same rule, WeightPublisher::shared_memory_path). Create/open it
+  // there to keep the rows in memory only. InvalidArgument for a name that is not one plain file name.
   static std::filesystem::path shared_memory_path(std::string_view name);
 
   ReplayBuffer(ReplayBuffer&& other) noexcept;
@@ -149,7 +156,11 @@ class TT_API ReplayBuffer {
   // (SchemaMismatch naming the leaf otherwise). A tree of more than `capacity` rows keeps its last
   // `capacity` rows.
   void extend(const TensorTree& rows);
-  // n rows drawn by this handle's sampler, gathered into one consolidated buffer.
+  // n rows drawn by this handle's sampler, gathered into one consolidated buffer. Waits while the
+  // buffer is empty (no extend yet), for rows being written and for the rate limiter, each at most
+  // the handle's timeout (ReplayOpenOptions::timeout, 10 s by default), then throws Timeout: a
+  // sample() on a buffer nobody fills returns after that wait, not at once. A sample that throws is
+  // not counted by the rate limiter.
   ReplaySample sample(std::int64_t n, const SampleOptions& options = {});
   // Prioritized buffers: sets the priorities of storage rows `indices` (as sample() returned them).
   void update_priority(std::span<const std::int64_t> indices, std::span<const double> priorities);

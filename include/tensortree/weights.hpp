@@ -2,13 +2,14 @@
 // node, and actors in other processes read the newest complete version without a message and
 // without a copy they did not ask for.
 //
-//   learner:  WeightPublisher publisher("policy");            // /dev/shm/policy, created at publish
+//   learner:  WeightPublisher publisher("policy");   // /dev/shm/tensortree-weights-policy, at publish
 //             publisher.publish(params);                      // version 1, 2, ...
 //   actor:    WeightSubscriber subscriber("policy");
 //             WeightLease lease = subscriber.latest();        // zero-copy views of the newest version
 //             act(lease.tree(), lease.version());             // the slot stays untouched meanwhile
 //
-// The publication is one file (under /dev/shm for a plain name, anywhere for a path): a control
+// The publication is one file (/dev/shm/tensortree-weights-<name> for a plain name, as replay
+// buffers are /dev/shm/tensortree-replay-<name>; anywhere for a path): a control
 // block (versions, per-slot states, one lease word per reader lease), the tree's schema, then
 // `slots` copies of the consolidated layout (or, for CUDA parameters, a device allocation that
 // subscribers map through CUDA IPC). The first publish fixes the layout. A publish writes into a
@@ -21,9 +22,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "tensortree/device.hpp"
@@ -100,9 +103,13 @@ class TT_API WeightLease {
 // be destroyed or assigned to.
 class TT_API WeightPublisher {
  public:
-  // `name`: a plain name lives in /dev/shm; a name with a '/' is a file path (a directory on any
-  // file system that supports shared mappings). Nothing is created until the first publish.
+  // `name`: a plain name lives at shared_memory_path(name); a name with a '/' is a file path (a
+  // directory on any file system that supports shared mappings). Nothing is created until the
+  // first publish.
   explicit WeightPublisher(std::string name, WeightPublisherOptions options = {});
+  // Where a publication of plain name `name` lives: /dev/shm/tensortree-weights-<name> (the rule
+  // of ReplayBuffer::shared_memory_path). InvalidArgument for a name that is not one plain file name.
+  static std::filesystem::path shared_memory_path(std::string_view name);
   WeightPublisher(WeightPublisher&&) noexcept;
   WeightPublisher& operator=(WeightPublisher&&) noexcept;
   ~WeightPublisher();

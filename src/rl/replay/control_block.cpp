@@ -4,15 +4,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include <xxhash.h>
 
 #include "core/checked_math.hpp"
 #include "core/text_format.hpp"
+#include "rl/process_identity.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
@@ -36,7 +40,11 @@ void validate(const ControlHeader& h, std::uint64_t file_size, const fs::path& f
     throw NotSupported(fmt::format("replay control block '{}' was written by format version {}; this library "
                                    "reads version {}", file.string(), h.version, kControlVersion));
   }
-  if (h.version != kControlVersion) corrupt(file, fmt::format("has unknown format version {}", h.version));
+  if (h.version != kControlVersion) {
+    throw NotSupported(fmt::format("replay control block '{}' was written by format version {}, which this library "
+                                   "(version {}) no longer reads: create the buffer again", file.string(), h.version,
+                                   kControlVersion));
+  }
   if (h.checksum != header_checksum(h)) corrupt(file, "has a header whose checksum does not match");
   if (h.header_bytes != kControlHeaderBytes) corrupt(file, fmt::format("has a header of {} bytes", h.header_bytes));
   if (h.capacity == 0 || h.capacity > static_cast<std::uint64_t>(kMaxCapacity)) {
@@ -58,6 +66,46 @@ void validate(const ControlHeader& h, std::uint64_t file_size, const fs::path& f
   if (file_size != h.file_bytes) {
     corrupt(file, fmt::format("is {} bytes; its capacity of {} rows needs {} (truncated?)", file_size, h.capacity,
                               h.file_bytes));
+  }
+}
+
+// The shared fields as the page was read, each within what the library could have written.
+void validate_shared(const ControlHeader& h, const fs::path& file) {
+  if (h.cursor > kMaxTickets) {
+    corrupt(file, fmt::format("has insert cursor {}, beyond {} tickets (its rows' sequence numbers would wrap)",
+                              h.cursor, kMaxTickets));
+  }
+  if (h.samples > kMaxTickets) corrupt(file, fmt::format("has sample count {}, beyond {}", h.samples, kMaxTickets));
+  if (h.fifo_cursor > h.cursor) {
+    corrupt(file, fmt::format("is damaged: fifo cursor {} is past the insert cursor {}", h.fifo_cursor, h.cursor));
+  }
+  const auto check_lock = [&](std::uint64_t word, std::string_view name) {
+    if (!rl::names_a_process(word)) corrupt(file, fmt::format("has {} word {:#x}, which names no process", name, word));
+  };
+  check_lock(h.layout_lock, "layout lock");
+  check_lock(h.priority_lock, "priority lock");
+  if (!std::isfinite(h.max_priority) || h.max_priority < 0) {
+    corrupt(file, fmt::format("has largest priority {}, not a finite non-negative number", h.max_priority));
+  }
+}
+
+// Every byte of the header page that no field holds (padding, `reserved`, the rest of the page)
+// is zero, as create() left it: a page written by anything else is refused.
+void validate_unused(std::span<const std::byte> page, const fs::path& file) {
+  std::vector<bool> used(page.size());
+  const auto mark = [&](std::size_t offset, std::size_t bytes) { std::fill_n(used.begin() + offset, bytes, true); };
+#define TT_FIELD(name) mark(offsetof(ControlHeader, name), sizeof(ControlHeader::name))
+  TT_FIELD(magic); TT_FIELD(version); TT_FIELD(header_bytes); TT_FIELD(capacity); TT_FIELD(tree_leaves);
+  TT_FIELD(alpha); TT_FIELD(eps); TT_FIELD(file_bytes); TT_FIELD(samples_per_insert); TT_FIELD(min_diff);
+  TT_FIELD(max_diff); TT_FIELD(min_size_to_sample); TT_FIELD(checksum); TT_FIELD(cursor); TT_FIELD(samples);
+  TT_FIELD(fifo_cursor); TT_FIELD(layout_fingerprint); TT_FIELD(layout_state); TT_FIELD(layout_lock);
+  TT_FIELD(priority_lock); TT_FIELD(max_priority);
+#undef TT_FIELD
+  for (std::size_t i = 0; i < page.size(); ++i) {
+    if (!used[i] && page[i] != std::byte{0}) {
+      corrupt(file, fmt::format("has byte {} of its header set to {}: that byte is reserved or unused and must be "
+                                "zero", i, static_cast<unsigned>(page[i])));
+    }
   }
 }
 
@@ -104,14 +152,15 @@ std::optional<ControlGeometry> control_geometry(std::uint64_t capacity, std::uin
   ControlGeometry g;
   g.seq_offset = kControlHeaderBytes;
   const auto row_bytes = checked_mul<std::uint64_t>(capacity, 8);
+  const auto owner_bytes = checked_mul<std::uint64_t>(capacity, 16);
   const auto tree_bytes = checked_mul<std::uint64_t>(tree_leaves, 16);
-  if (!row_bytes || !tree_bytes) return std::nullopt;
+  if (!row_bytes || !owner_bytes || !tree_bytes) return std::nullopt;
   auto next = [](std::uint64_t offset, std::uint64_t bytes) -> std::optional<std::uint64_t> {
     const auto end = checked_add(offset, bytes);
     return end ? checked_align_up(*end) : std::nullopt;
   };
   const auto owner = next(g.seq_offset, *row_bytes);
-  const auto sum = owner ? next(*owner, *row_bytes) : std::nullopt;
+  const auto sum = owner ? next(*owner, *owner_bytes) : std::nullopt;
   const auto min = sum ? next(*sum, *tree_bytes) : std::nullopt;
   const auto end = min ? next(*min, *tree_bytes) : std::nullopt;
   if (!end) return std::nullopt;
@@ -165,7 +214,12 @@ ControlBlock ControlBlock::create(const fs::path& dir, const ReplayBufferOptions
 
 ControlBlock ControlBlock::open(const fs::path& dir) {
   const fs::path file = dir / kControlFileName;
-  FileDescriptor fd = open_path(file, O_RDWR);
+  auto [fd, err] = open_at(AT_FDCWD, file.string(), O_RDWR);
+  if (!fd.valid() && (err == ENOENT || err == ENOTDIR)) {
+    throw InvalidArgument(fmt::format("ReplayBuffer::open: '{}' is not a replay buffer (no {}): create it first "
+                                      "(ReplayBuffer::create)", dir.string(), kControlFileName));
+  }
+  if (!fd.valid()) throw_os_error("open", file, err, __FILE__, __LINE__);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) TT_OS_ERROR("fstat", file);
   if (!S_ISREG(st.st_mode)) corrupt(file, "is not a regular file");
@@ -173,9 +227,13 @@ ControlBlock ControlBlock::open(const fs::path& dir) {
   if (size < kControlHeaderBytes) {
     corrupt(file, fmt::format("is {} bytes, shorter than its {}-byte header (truncated?)", size, kControlHeaderBytes));
   }
+  std::vector<std::byte> page(kControlHeaderBytes);
+  read_all(fd.get(), page.data(), page.size(), file);
   ControlHeader h{};
-  read_all(fd.get(), &h, sizeof h, file);
+  std::memcpy(&h, page.data(), sizeof h);
   validate(h, size, file);
+  validate_shared(h, file);
+  validate_unused(page, file);
   Mapping mapping(fd.get(), h.file_bytes, true, file);
   // Sizes and offsets come from this validated copy, never from the mapping, which another process
   // could change under us.

@@ -3,10 +3,11 @@
 // cursor, a sequence number and an owner tag per row (a seqlock per row), the layout's state and
 // fingerprint, and the priorities' sum and min trees.
 //
-// The file is untrusted input like any other: open() checks the header (magic, format version,
-// checksum of the fields fixed at creation, sizes bounded and overflow-checked against the file's
-// length) before anything else is read; the shared fields that processes change afterwards are
-// validated where they are used.
+// The file is untrusted input like any other: open() checks the whole header page before anything
+// else is read: the fields fixed at creation under their checksum (magic, format version, sizes
+// bounded and overflow-checked against the file's length), the shared fields processes change
+// afterwards (cursors, counts, lock words, the largest priority) against their bounds, and every
+// other byte of the page zero. The shared fields are checked again where they are used.
 #pragma once
 
 #include <atomic>
@@ -22,10 +23,14 @@ namespace tensortree::detail {
 
 inline constexpr std::string_view kControlFileName = "replay.control";
 inline constexpr std::uint64_t kControlMagic = 0x59414c5045525454;  // "TTREPLAY" as a little-endian u64
-inline constexpr std::uint32_t kControlVersion = 1;
+// 2: lock words and row owners name a process by pid and start time (rl/process_identity.hpp).
+inline constexpr std::uint32_t kControlVersion = 2;
 // 2^36 rows: far more than any buffer holds, small enough that every size below fits in 64 bits.
 inline constexpr std::int64_t kMaxCapacity = std::int64_t{1} << 36;
 inline constexpr std::uint64_t kControlHeaderBytes = 4096;
+// Tickets (the insert cursor) and the sample count stay below 2^62: every sequence number 2t+2
+// fits in 64 bits and a cursor plus any extend cannot wrap. (At 10^9 rows a second: 146 years.)
+inline constexpr std::uint64_t kMaxTickets = std::uint64_t{1} << 62;
 
 enum class LayoutState : std::uint32_t { None = 0, Ready = 2 };
 
@@ -49,10 +54,10 @@ struct ControlHeader {
   alignas(64) std::uint64_t samples;       // rows returned by sample(), for the rate limiter
   alignas(64) std::uint64_t fifo_cursor;   // the next ticket the Fifo sampler hands out
   alignas(64) std::uint64_t layout_fingerprint;
-  std::uint32_t layout_state;              // LayoutState
-  std::int32_t layout_lock;                // pid of the process creating the layout, 0 when none
-  alignas(64) std::int32_t priority_lock;  // pid holding the priority trees, 0 when free
-  std::uint32_t reserved;
+  std::uint32_t layout_state;               // LayoutState
+  std::uint32_t reserved;                   // zero
+  std::uint64_t layout_lock;                // identity word of the process laying out the rows, 0 when none
+  alignas(64) std::uint64_t priority_lock;  // identity word of the holder of the priority trees, 0 when free
   double max_priority;                     // largest priority given so far (raw, before alpha)
 };
 static_assert(sizeof(ControlHeader) <= kControlHeaderBytes);
@@ -60,7 +65,7 @@ static_assert(sizeof(ControlHeader) <= kControlHeaderBytes);
 // Where each array sits in the file, from the capacity alone.
 struct ControlGeometry {
   std::uint64_t seq_offset = 0;    // u64 per row: 0 never written, 2t+1 ticket t being written, 2t+2 published
-  std::uint64_t owner_offset = 0;  // u64 per row: (writer pid << 32) | low 32 bits of its ticket
+  std::uint64_t owner_offset = 0;  // two u64 per row: the writer's identity word, then its ticket + 1
   std::uint64_t sum_offset = 0;    // 2 * tree_leaves doubles, node 1 the root
   std::uint64_t min_offset = 0;    // the same, 0 standing for "no row"
   std::uint64_t file_bytes = 0;
@@ -86,7 +91,10 @@ class ControlBlock {
   std::atomic_ref<std::uint64_t> fifo_cursor() const { return std::atomic_ref(header().fifo_cursor); }
   const RateLimiterOptions& limits() const { return limits_; }
   std::atomic_ref<std::uint64_t> seq(std::int64_t row) const { return std::atomic_ref(seq_[row]); }
-  std::atomic_ref<std::uint64_t> owner(std::int64_t row) const { return std::atomic_ref(owner_[row]); }
+  // Who claimed the row last (rl::identity_word), and for which ticket (+ 1; 0 for none): the
+  // identity is stored first, so a reader that sees the ticket sees the identity that goes with it.
+  std::atomic_ref<std::uint64_t> owner(std::int64_t row) const { return std::atomic_ref(owner_[2 * row]); }
+  std::atomic_ref<std::uint64_t> owner_ticket(std::int64_t row) const { return std::atomic_ref(owner_[2 * row + 1]); }
   double* sum_tree() const { return sum_; }
   double* min_tree() const { return min_; }
   const std::filesystem::path& file() const { return file_; }

@@ -33,7 +33,7 @@ class FifoSampler final : public Sampler {
       waiting_for_ = ticket;
     }
     const bool being_written =
-        seq == writing_seq(ticket) && holder_may_write(seq, context.control.owner(failed.row).load(), *waiting_since_);
+        seq == writing_seq(ticket) && holder_may_write(context.control, failed.row, seq, *waiting_since_);
     const bool not_yet_claimed = seq < writing_seq(ticket) && WaitClock::now() - *waiting_since_ < kOwnerGrace;
     if (being_written || not_yet_claimed) return failed;  // its writer is at work: the gather tries again
     return unit_of(context, take(context, 1));

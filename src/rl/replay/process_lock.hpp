@@ -1,6 +1,7 @@
-// Locks between processes that a dead holder cannot keep: a lock word holds the holder's pid, and
-// a waiter that finds the holder gone takes the lock over instead of waiting for it. Every wait is
-// bounded (Timeout naming what was awaited).
+// Locks between processes that a dead holder cannot keep: a lock word holds the holder's identity
+// (pid and start time, rl/process_identity.hpp), and a waiter that finds the holder gone (exited,
+// a zombie, or its pid reused by a later process) takes the lock over instead of waiting for it.
+// Every wait is bounded (Timeout naming what was awaited).
 #pragma once
 
 #include <chrono>
@@ -9,18 +10,11 @@
 
 namespace tensortree::detail {
 
-// True when process `pid` exists and has not exited (a zombie counts as gone). Non-positive pids
-// (a garbage word) are never alive.
-bool process_alive(std::int32_t pid);
-
-// This process's pid, cached (fork() gives the child its own).
-std::int32_t current_pid();
-
-// Holds `word` (0 free, else the holder's pid) for its lifetime.
+// Holds `word` (0 free, else the holder's rl::identity_word) for its lifetime.
 class ProcessLock {
  public:
   // Throws Timeout naming `what` when a live holder keeps it past `timeout`.
-  ProcessLock(std::int32_t& word, std::chrono::milliseconds timeout, std::string_view what);
+  ProcessLock(std::uint64_t& word, std::chrono::milliseconds timeout, std::string_view what);
   ProcessLock(const ProcessLock&) = delete;
   ProcessLock& operator=(const ProcessLock&) = delete;
   ~ProcessLock();
@@ -29,7 +23,7 @@ class ProcessLock {
   bool recovered() const { return recovered_; }
 
  private:
-  std::int32_t& word_;
+  std::uint64_t& word_;
   bool recovered_ = false;
 };
 

@@ -18,7 +18,22 @@ bool can_sample(const RateLimiterOptions& limits, std::uint64_t inserts, std::ui
 // Reserves k insert tickets once the limiter allows them; returns the first. Timeout when it does
 // not within `timeout`.
 std::uint64_t reserve_inserts(const ControlBlock& control, std::uint64_t k, std::chrono::milliseconds timeout);
-// Counts n samples once the limiter allows them.
-void reserve_samples(const ControlBlock& control, std::uint64_t n, std::chrono::milliseconds timeout);
+// Counts n samples once the limiter allows them (Timeout when it does not within `timeout`), and
+// takes them back when destroyed uncommitted: a sample that fails after its reservation (a copy
+// that timed out) is not counted, and leaves its allowance to other samplers.
+class SampleReservation {
+ public:
+  SampleReservation(const ControlBlock& control, std::uint64_t n, std::chrono::milliseconds timeout);
+  SampleReservation(const SampleReservation&) = delete;
+  SampleReservation& operator=(const SampleReservation&) = delete;
+  ~SampleReservation();
+  // The sample was returned: the count stays.
+  void commit() { committed_ = true; }
+
+ private:
+  const ControlBlock& control_;
+  std::uint64_t n_;
+  bool committed_ = false;
+};
 
 }  // namespace tensortree::detail

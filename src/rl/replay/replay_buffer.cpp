@@ -10,10 +10,12 @@
 #include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
 #include "rl/replay/checkpoint.hpp"
+#include "rl/replay/created_directory.hpp"
 #include "rl/replay/fs_errors.hpp"
 #include "rl/replay/priority_trees.hpp"
 #include "rl/replay/rate_limiter.hpp"
 #include "rl/replay/replay_state.hpp"
+#include "rl/shared_memory_name.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/schema.hpp"
 
@@ -69,17 +71,6 @@ StoragePtr upload(const StoragePtr& staging, std::uint64_t bytes, const SampleOp
   return options.reuse;
 }
 
-void check_empty_directory(const fs::path& dir) {
-  fs::create_directories(dir);
-  if (fs::exists(dir / detail::kControlFileName)) {
-    throw InvalidArgument(fmt::format("ReplayBuffer::create: '{}' already holds a replay buffer", dir.string()));
-  }
-  if (!fs::is_empty(dir)) {
-    throw InvalidArgument(fmt::format("ReplayBuffer::create: '{}' is not empty; a buffer needs a directory of its own",
-                                      dir.string()));
-  }
-}
-
 }  // namespace
 
 ReplayBuffer::State::State(fs::path dir_, const ReplayOpenOptions& options_, detail::ControlBlock control_)
@@ -107,9 +98,15 @@ ReplayBuffer::~ReplayBuffer() = default;
 
 ReplayBuffer ReplayBuffer::create(const fs::path& dir, const ReplayBufferOptions& options,
                                   const ReplayOpenOptions& open_options) {
-  detail::with_typed_fs_errors("ReplayBuffer::create", [&] { check_empty_directory(dir); });
-  detail::ControlBlock control = detail::ControlBlock::create(dir, options);
-  return ReplayBuffer(std::make_unique<State>(dir, open_options, std::move(control)));
+  detail::CreatedDirectory created(dir);
+  ReplayBufferOptions fixed = options;
+  // Asking for the Prioritized sampler is asking for priorities: one setting is enough.
+  if (open_options.sampler == SamplerKind::Prioritized) fixed.prioritized = true;
+  detail::ControlBlock control = detail::ControlBlock::create(dir, fixed);
+  created.wrote(control.file());
+  auto state = std::make_unique<State>(dir, open_options, std::move(control));
+  created.keep();
+  return ReplayBuffer(std::move(state));
 }
 
 ReplayBuffer ReplayBuffer::open(const fs::path& dir, const ReplayOpenOptions& options) {
@@ -119,11 +116,7 @@ ReplayBuffer ReplayBuffer::open(const fs::path& dir, const ReplayOpenOptions& op
 }
 
 fs::path ReplayBuffer::shared_memory_path(std::string_view name) {
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos ||
-      name.find('\0') != std::string_view::npos) {
-    throw InvalidArgument(fmt::format("ReplayBuffer::shared_memory_path: '{}' is not a plain file name", name));
-  }
-  return fs::path("/dev/shm") / fmt::format("tensortree-replay-{}", name);
+  return rl::shared_memory_path(rl::kReplayKind, name, "ReplayBuffer::shared_memory_path");
 }
 
 void ReplayBuffer::extend(const TensorTree& rows) {
@@ -140,13 +133,14 @@ ReplaySample ReplayBuffer::sample(std::int64_t n, const SampleOptions& options) 
   State& s = *state_;
   if (n <= 0) throw InvalidArgument(fmt::format("ReplayBuffer::sample: {} rows asked for", n));
   detail::wait_bounded([&] { return s.find_rows(); }, s.options.timeout, [&] {
-    return Timeout(fmt::format("ReplayBuffer::sample: no row was inserted into '{}' within {} ms", s.dir.string(),
-                               s.options.timeout.count()));
+    return Timeout(fmt::format("ReplayBuffer::sample: no row was inserted into '{}' within {} ms (the handle's "
+                               "wait, ReplayOpenOptions::timeout)",
+                               s.dir.string(), s.options.timeout.count()));
   });
   if (s.options.sampler == SamplerKind::WithoutReplacement && n > size()) {
     throw InvalidArgument(fmt::format("ReplayBuffer::sample: {} rows without replacement from {} present", n, size()));
   }
-  detail::reserve_samples(s.control, static_cast<std::uint64_t>(n), s.options.timeout);
+  detail::SampleReservation reservation(s.control, static_cast<std::uint64_t>(n), s.options.timeout);
   const std::int64_t present = size();
   const detail::SamplerContext context{s.control, *s.store, s.rng, s.options, std::max<std::int64_t>(present, 1)};
   s.sampler->draw(context, n, s.units);
@@ -160,13 +154,15 @@ ReplaySample ReplayBuffer::sample(std::int64_t n, const SampleOptions& options) 
                   ? TensorTree::from_consolidated(upload(host, host_schema->total_bytes(), options),
                                                   s.store->layout().batch_schema(n, DeviceType::CUDA))
                   : TensorTree::from_consolidated(std::move(host), host_schema);
+  reservation.commit();
   return out;
 }
 
 void ReplayBuffer::update_priority(std::span<const std::int64_t> indices, std::span<const double> priorities) {
   const State& s = *state_;
   if (s.control.tree_leaves() == 0) {
-    throw InvalidArgument(fmt::format("ReplayBuffer::update_priority: '{}' was created without priorities",
+    throw InvalidArgument(fmt::format("ReplayBuffer::update_priority: '{}' was created without priorities "
+                                      "(create it with .prioritized = true or the Prioritized sampler)",
                                       s.dir.string()));
   }
   if (indices.size() != priorities.size()) {

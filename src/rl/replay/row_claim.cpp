@@ -1,28 +1,24 @@
-// Claiming a row for writing. The owner tag (pid and low ticket bits) is stored just after the
-// claim, so for a moment a claimed row's tag still names its previous writer: a waiter that sees a
-// tag from another ticket gives the new owner kOwnerGrace to record itself before taking over.
+// Claiming a row for writing. The owner (identity, then ticket) is stored just after the claim, so
+// for a moment a claimed row's owner still names its previous writer: a waiter that sees another
+// ticket there gives the new owner kOwnerGrace to record itself before taking over.
 #include <atomic>
 
 #include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
-#include "rl/replay/process_lock.hpp"
+#include "rl/process_identity.hpp"
 #include "rl/replay/row_writer.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::detail {
 
-namespace {
-
-std::uint64_t owner_tag(std::int32_t pid, std::uint64_t ticket) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(pid)) << 32) | (ticket & 0xffffffffU);
-}
-
-}  // namespace
-
-bool holder_may_write(std::uint64_t seq, std::uint64_t tag, WaitClock::time_point first_seen) {
+bool holder_may_write(const ControlBlock& control, std::int64_t row, std::uint64_t seq,
+                      WaitClock::time_point first_seen) {
   const std::uint64_t ticket = (seq - 1) / 2;
-  if ((tag & 0xffffffffU) != (ticket & 0xffffffffU)) return WaitClock::now() - first_seen < kOwnerGrace;
-  return process_alive(static_cast<std::int32_t>(tag >> 32));
+  if (control.owner_ticket(row).load(std::memory_order_acquire) != ticket + 1) {
+    return WaitClock::now() - first_seen < kOwnerGrace;
+  }
+  const std::uint64_t owner = control.owner(row).load(std::memory_order_relaxed);
+  return rl::names_a_process(owner) && rl::process_alive(rl::identity_of(owner));
 }
 
 namespace {
@@ -38,11 +34,11 @@ std::uint64_t wait_for_holder(const ControlBlock& control, std::int64_t row, std
     seq = control.seq(row).load(std::memory_order_acquire);
     if (seq != held) return true;
     // The liveness check costs system calls: made on the first poll and every 64th after it.
-    return polls++ % 64 == 0 && !holder_may_write(held, control.owner(row).load(std::memory_order_acquire), first_seen);
+    return polls++ % 64 == 0 && !holder_may_write(control, row, held, first_seen);
   };
   wait_bounded(done, timeout, [&] {
     return Timeout(fmt::format("ReplayBuffer::extend: row {} is still being written by process {} after {} ms", row,
-                               control.owner(row).load() >> 32, timeout.count()));
+                               rl::identity_of(control.owner(row).load()).pid, timeout.count()));
   });
   return seq;
 }
@@ -65,7 +61,8 @@ bool claim_row(const ControlBlock& control, std::uint64_t ticket, std::chrono::m
     }
     if (seq.compare_exchange_weak(current, mine, std::memory_order_acq_rel, std::memory_order_acquire)) break;
   }
-  control.owner(row).store(owner_tag(current_pid(), ticket), std::memory_order_release);
+  control.owner(row).store(rl::identity_word(rl::this_process()), std::memory_order_relaxed);
+  control.owner_ticket(row).store(ticket + 1, std::memory_order_release);
   return true;
 }
 

@@ -37,13 +37,14 @@ class RowWriter {
   std::int64_t rows_ = 0;
 };
 
-// How long a row claimed under a tag of another ticket (its new owner not yet recorded), or a
+// How long a row claimed under an owner of another ticket (its new owner not yet recorded), or a
 // ticket reserved but not yet claimed, is given before its writer is presumed dead.
 inline constexpr auto kOwnerGrace = std::chrono::milliseconds(100);
 
-// Whether the writer of odd sequence number `seq` on a row with owner tag `tag`, first seen
-// holding it at `first_seen`, may still be writing.
-bool holder_may_write(std::uint64_t seq, std::uint64_t tag, WaitClock::time_point first_seen);
+// Whether the writer of odd sequence number `seq` on `row`, first seen holding it at `first_seen`,
+// may still be writing: it recorded itself for that ticket and runs (its pid not reused since).
+bool holder_may_write(const ControlBlock& control, std::int64_t row, std::uint64_t seq,
+                      WaitClock::time_point first_seen);
 
 // Claims row `ticket % capacity` for `ticket`: true when this writer may write it.
 bool claim_row(const ControlBlock& control, std::uint64_t ticket, std::chrono::milliseconds timeout);

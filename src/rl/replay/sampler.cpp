@@ -13,8 +13,10 @@ std::unique_ptr<Sampler> make_sampler(const ReplayOpenOptions& options, const Co
       return make_uniform_sampler();
     case SamplerKind::Prioritized:
       if (control.tree_leaves() == 0) {
-        throw InvalidArgument(fmt::format("ReplayBuffer: the Prioritized sampler needs a buffer created with "
-                                          "priorities ('{}' has none)", control.file().parent_path().string()));
+        throw InvalidArgument(fmt::format("ReplayBuffer: the Prioritized sampler needs priorities, and '{}' was "
+                                          "created without priorities: create it with .prioritized = true "
+                                          "(ReplayBufferOptions) or with the Prioritized sampler",
+                                          control.file().parent_path().string()));
       }
       if (!(options.beta >= 0)) throw InvalidArgument(fmt::format("ReplayBuffer: beta {} is negative", options.beta));
       return make_prioritized_sampler();

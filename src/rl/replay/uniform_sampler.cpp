@@ -1,5 +1,6 @@
-// Uniform with replacement, and without replacement (each handle draws a permutation of the rows
-// and walks it; a new permutation once fewer than n are left, as TorchRL's drop_last).
+// Uniform with replacement, and without replacement (each handle walks a permutation of the rows,
+// a pass; a batch that outlasts the pass is completed from the next one, as TorchRL's
+// SamplerWithoutReplacement(drop_last=False), so every row is drawn once before any twice).
 #include <algorithm>
 #include <numeric>
 
@@ -23,25 +24,23 @@ class UniformSampler final : public Sampler {
 class WithoutReplacementSampler final : public Sampler {
  public:
   void draw(const SamplerContext& context, std::int64_t n, std::vector<SampleUnit>& units) override {
-    refill_if_short(context, n);
     units.resize(static_cast<std::size_t>(n));
-    for (SampleUnit& unit : units) unit = next();
+    for (SampleUnit& unit : units) unit = next(context);
   }
-  SampleUnit redraw(const SamplerContext& context, const SampleUnit&) override {
-    refill_if_short(context, 1);
-    return next();
-  }
+  SampleUnit redraw(const SamplerContext& context, const SampleUnit&) override { return next(context); }
 
  private:
-  // A new epoch (a permutation of the rows present now) when fewer than `wanted` rows are left.
-  void refill_if_short(const SamplerContext& context, std::int64_t wanted) {
-    if (static_cast<std::int64_t>(order_.size() - next_) >= wanted) return;
+  // The next row of this pass; a new pass (a permutation of the rows present now) once it is spent.
+  SampleUnit next(const SamplerContext& context) {
+    if (next_ >= order_.size()) start_pass(context);
+    return {order_[next_++], 1, 0};
+  }
+  void start_pass(const SamplerContext& context) {
     order_.resize(static_cast<std::size_t>(context.size));
     std::iota(order_.begin(), order_.end(), std::int64_t{0});
     std::shuffle(order_.begin(), order_.end(), context.rng);
     next_ = 0;
   }
-  SampleUnit next() { return next_ < order_.size() ? SampleUnit{order_[next_++], 1, 0} : SampleUnit{}; }
 
   std::vector<std::int64_t> order_;
   std::size_t next_ = 0;

@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 
+#include "rl/process_identity.hpp"
 #include "tensortree/schema.hpp"
 
 namespace tensortree::rl {
@@ -91,14 +92,7 @@ inline Latest decode_latest(std::uint64_t word) {
 inline std::uint64_t complete_state(std::uint64_t version) { return version * 2; }
 inline std::uint64_t writing_state(std::uint64_t version) { return version * 2 + 1; }
 
-// Who holds a lease: a process and when it started.
-struct ProcessIdentity {
-  std::uint32_t pid = 0;    // below 2^22, Linux's PID_MAX_LIMIT
-  std::uint64_t start = 0;  // low 34 bits of the start time in clock ticks
-};
-inline constexpr std::uint64_t kStartMask = (std::uint64_t{1} << 34) - 1;
-inline constexpr std::uint64_t kPidMask = (std::uint64_t{1} << 22) - 1;
-
+// Who holds a lease: a process and when it started (rl/process_identity.hpp).
 inline std::uint64_t encode_lease(const ProcessIdentity& holder, std::uint32_t slot) {
   return (holder.start & kStartMask) << 30 | (holder.pid & kPidMask) << 8 | (slot + 1);
 }

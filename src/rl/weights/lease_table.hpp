@@ -9,15 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "rl/process_identity.hpp"
 #include "rl/weights/control_block.hpp"
 
 namespace tensortree::rl {
-
-// This process (looked up again after a fork).
-ProcessIdentity this_process();
-// Whether `holder` still runs: its pid exists, is not a zombie (it will never release anything)
-// and started when the lease says (else the pid was reused by another process).
-bool process_alive(const ProcessIdentity& holder);
 
 class LeaseTable {
  public:

@@ -12,6 +12,7 @@
 
 #include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
+#include "rl/shared_memory_name.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree::rl {
@@ -31,11 +32,8 @@ std::uint64_t size_of(int fd, const std::string& path) {
 }  // namespace
 
 std::string publication_path(const std::string& name) {
-  if (name.empty() || name == "." || name == "..") {
-    throw InvalidArgument(fmt::format("weight publication name '{}' names no file", name));
-  }
   if (name.find('/') != std::string::npos) return name;
-  return "/dev/shm/" + name;
+  return shared_memory_path(kWeightsKind, name, "weight publication name").string();
 }
 
 std::shared_ptr<Mapping> Mapping::map(int fd, std::uint64_t offset, std::uint64_t bytes, bool writable,

@@ -14,8 +14,9 @@
 
 namespace tensortree::rl {
 
-// A plain name lives in /dev/shm (as shm_open would put it); a name holding a '/' is a file path.
-// InvalidArgument for an empty name, "." or "..".
+// A plain name lives at /dev/shm/tensortree-weights-<name> (rl/shared_memory_name.hpp, the rule
+// replay buffers follow too); a name holding a '/' is a file path. InvalidArgument for an empty
+// name, "." or "..".
 std::string publication_path(const std::string& name);
 
 // A shared mapping of [offset, offset + bytes) of a file, unmapped when its last owner goes.

@@ -15,6 +15,7 @@
 
 #include "core/text_format.hpp"
 #include "core/wait_bounded.hpp"
+#include "rl/shared_memory_name.hpp"
 #include "rl/weights/publication.hpp"
 #include "rl/weights/slot_memory.hpp"
 #include "tensortree/error.hpp"
@@ -155,6 +156,10 @@ std::uint32_t WeightPublisher::State::claim_slot() const {
                                path, options.timeout.count(), publication->leases().describe_holders()));
   });
   return *slot;
+}
+
+std::filesystem::path WeightPublisher::shared_memory_path(std::string_view name) {
+  return rl::shared_memory_path(rl::kWeightsKind, name, "WeightPublisher::shared_memory_path");
 }
 
 WeightPublisher::WeightPublisher(std::string name, WeightPublisherOptions options)

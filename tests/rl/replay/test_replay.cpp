@@ -6,8 +6,11 @@
 #include <cmath>
 #include <fstream>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "replay_test_support.hpp"
+#include "rl/process_identity.hpp"
 #include "rl/replay/control_block.hpp"
 
 using namespace replay_test;
@@ -115,7 +118,7 @@ TEST_CASE("create refuses a directory that is not empty, open refuses one withou
   fs::create_directories(dir / "b");
   std::ofstream(dir / "b" / "x") << "x";
   REQUIRE_THROWS_AS(ReplayBuffer::create(dir / "b", {.capacity = 4}), InvalidArgument);
-  REQUIRE_THROWS_AS(ReplayBuffer::open(dir / "b"), BackendError);
+  REQUIRE_THROWS_AS(ReplayBuffer::open(dir / "b"), InvalidArgument);
   REQUIRE_THROWS_AS(ReplayBuffer::create(dir / "c", {.capacity = 0}), InvalidArgument);
   REQUIRE_THROWS_AS(ReplayBuffer::shared_memory_path("a/b"), InvalidArgument);
   REQUIRE(ReplayBuffer::shared_memory_path("x").parent_path() == "/dev/shm");
@@ -185,6 +188,87 @@ TEST_CASE("damaged control block fields are CorruptData naming the field", "[rep
   }
 }
 
+namespace {
+
+using tensortree::detail::ControlHeader;
+
+template <class T>
+void patch_field(const ScratchDir& dir, std::size_t offset, T value) {
+  patch(control_file(dir), static_cast<off_t>(offset), &value, sizeof value);
+}
+
+// A buffer of 100 rows holding steps 0..2, then `patch_it` applied to its control block.
+template <class Patch>
+void require_refused_at_open(Patch&& patch_it, const std::string& named) {
+  ScratchDir dir;
+  { ReplayBuffer::create(dir.path(), {.capacity = 100, .prioritized = true}).extend(make_rows(0, 3)); }
+  { ReplayBuffer::open(dir.path()); }  // untouched, it opens
+  patch_it(dir);
+  REQUIRE_THROWS_AS(ReplayBuffer::open(dir.path()), CorruptData);
+  REQUIRE_THROWS_WITH(ReplayBuffer::open(dir.path()), Catch::Contains(named));
+}
+
+}  // namespace
+
+TEST_CASE("an insert cursor that would wrap the tickets or their sequence numbers is CorruptData at open",
+          "[replay][hostile]") {
+  for (const std::uint64_t cursor : {std::uint64_t{1} << 63, ~std::uint64_t{0} - 15, ~std::uint64_t{0} - 1,
+                                     ~std::uint64_t{0}, (std::uint64_t{1} << 62) + 1}) {
+    INFO("cursor " << cursor);
+    require_refused_at_open([&](const ScratchDir& dir) { patch_field(dir, offsetof(ControlHeader, cursor), cursor); },
+                            "insert cursor " + std::to_string(cursor));
+  }
+}
+
+TEST_CASE("every header field outside the checksum is checked at open", "[replay][hostile]") {
+  const auto huge = ~std::uint64_t{0} - 1;
+  SECTION("the sample count") {
+    require_refused_at_open([&](const ScratchDir& d) { patch_field(d, offsetof(ControlHeader, samples), huge); },
+                            "sample count " + std::to_string(huge));
+  }
+  SECTION("the fifo cursor ahead of the insert cursor") {
+    require_refused_at_open(
+        [&](const ScratchDir& d) { patch_field(d, offsetof(ControlHeader, fifo_cursor), std::uint64_t{4}); },
+        "fifo cursor 4 is past the insert cursor 3");
+  }
+  SECTION("the layout lock") {
+    require_refused_at_open(
+        [&](const ScratchDir& d) { patch_field(d, offsetof(ControlHeader, layout_lock), ~std::uint64_t{0} - 6); },
+        "layout lock");
+  }
+  SECTION("the priority lock") {
+    require_refused_at_open(
+        [&](const ScratchDir& d) { patch_field(d, offsetof(ControlHeader, priority_lock), std::uint64_t{1} << 60); },
+        "priority lock");
+  }
+  SECTION("the largest priority") {
+    require_refused_at_open(
+        [&](const ScratchDir& d) { patch_field(d, offsetof(ControlHeader, max_priority), std::nan("")); },
+        "largest priority");
+  }
+  SECTION("the reserved word") {
+    require_refused_at_open([&](const ScratchDir& d) { patch_field(d, offsetof(ControlHeader, reserved), 1U); },
+                            "reserved");
+  }
+  SECTION("the unused rest of the header page") {
+    require_refused_at_open([&](const ScratchDir& d) { patch_field(d, sizeof(ControlHeader) + 17, std::uint8_t{9}); },
+                            "unused");
+  }
+}
+
+TEST_CASE("an insert cursor damaged while a handle is open is CorruptData at the next extend, never a wrap",
+          "[replay][hostile]") {
+  ScratchDir dir;
+  ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 100});
+  rb.extend(make_rows(0, 3));
+  const std::uint64_t damaged = ~std::uint64_t{0} - 1;
+  patch(control_file(dir), offsetof(ControlHeader, cursor), &damaged, sizeof damaged);
+  REQUIRE_THROWS_AS(rb.extend(make_rows(3, 3)), CorruptData);
+  REQUIRE_THROWS_WITH(rb.extend(make_rows(3, 3)), Catch::Contains("insert cursor " + std::to_string(damaged)));
+  REQUIRE(rb.inserted() == damaged);  // not wrapped round to a small ticket
+  for (std::int64_t i = 0; i < 3; ++i) REQUIRE(checked_step(rb.storage(), i) == i);
+}
+
 TEST_CASE("rows of another layout than the control block records are SchemaMismatch", "[replay][hostile]") {
   ScratchDir dir;
   { ReplayBuffer::create(dir / "a", {.capacity = 4}).extend(make_rows(0, 4)); }
@@ -227,26 +311,61 @@ TEST_CASE("rows of another capacity than the control block records are CorruptDa
   REQUIRE_THROWS_WITH(ReplayBuffer::open(dir / "b"), Catch::Contains("capacity of 4") && Catch::Contains("[8]"));
 }
 
-TEST_CASE("a priority lock held by a process that died is taken over and the trees rebuilt", "[replay][hostile]") {
-  ScratchDir dir;
-  ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 4, .prioritized = true, .alpha = 1, .eps = 0},
-                                         {.sampler = SamplerKind::Prioritized, .seed = 5,
-                                          .timeout = std::chrono::milliseconds(2000)});
-  rb.extend(make_rows(0, 4));
-  rb.update_priority(std::vector<std::int64_t>{0, 1, 3}, std::vector<double>{0, 0, 0});
-  // No process has this pid (above pid_max), and the node over rows 0 and 1 is garbage, as a
-  // holder killed mid-update could leave them: only a rebuild repairs that node, which the
-  // update below (of row 2) does not touch.
-  const std::int32_t dead = 0x7ffffff0;
-  patch(control_file(dir), offsetof(tensortree::detail::ControlHeader, priority_lock), &dead, sizeof dead);
-  const double garbage = std::nan("");
-  const auto geometry = tensortree::detail::control_geometry(4, 4);
-  patch(control_file(dir), static_cast<off_t>(geometry->sum_offset + 2 * sizeof(double)), &garbage, sizeof garbage);
-  const auto start = std::chrono::steady_clock::now();
-  rb.update_priority(std::vector<std::int64_t>{2}, std::vector<double>{5});
-  REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1000));
-  const ReplaySample s = rb.sample(20);
-  for (std::int64_t i = 0; i < 20; ++i) REQUIRE(checked_step(s.batch, i) == 2);
+namespace {
+
+// Holders no live process is: a pid above any pid_max in use, and the pid of a live process (this
+// test's parent) with another start time, as when the holder died and the kernel gave its pid to
+// a later process.
+std::vector<std::pair<const char*, std::uint64_t>> gone_holders() {
+  using namespace tensortree::rl;
+  return {{"a dead pid", identity_word({static_cast<std::uint32_t>(kPidMask), 5})},
+          {"a reused pid", identity_word({static_cast<std::uint32_t>(::getppid()), kStartMask})}};
+}
+
+}  // namespace
+
+TEST_CASE("a priority lock held by a process that is gone, its pid reused or not, is taken over and the trees "
+          "rebuilt", "[replay][hostile]") {
+  for (const auto& [what, holder] : gone_holders()) {
+    INFO(what);
+    ScratchDir dir;
+    ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 4, .prioritized = true, .alpha = 1, .eps = 0},
+                                           {.sampler = SamplerKind::Prioritized, .seed = 5,
+                                            .timeout = std::chrono::milliseconds(2000)});
+    rb.extend(make_rows(0, 4));
+    rb.update_priority(std::vector<std::int64_t>{0, 1, 3}, std::vector<double>{0, 0, 0});
+    // The node over rows 0 and 1 is garbage, as a holder killed mid-update could leave it: only a
+    // rebuild repairs that node, which the update below (of row 2) does not touch.
+    patch_field(dir, offsetof(ControlHeader, priority_lock), holder);
+    const double garbage = std::nan("");
+    const auto geometry = tensortree::detail::control_geometry(4, 4);
+    patch(control_file(dir), static_cast<off_t>(geometry->sum_offset + 2 * sizeof(double)), &garbage, sizeof garbage);
+    const auto start = std::chrono::steady_clock::now();
+    rb.update_priority(std::vector<std::int64_t>{2}, std::vector<double>{5});
+    REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1000));
+    const ReplaySample s = rb.sample(20);
+    for (std::int64_t i = 0; i < 20; ++i) REQUIRE(checked_step(s.batch, i) == 2);
+  }
+}
+
+TEST_CASE("a row held by a writer that is gone, its pid reused or not, is taken over at once by the next lap",
+          "[replay][hostile]") {
+  for (const auto& [what, holder] : gone_holders()) {
+    INFO(what);
+    ScratchDir dir;
+    ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 4}, {.timeout = std::chrono::milliseconds(2000)});
+    rb.extend(make_rows(0, 4));  // tickets 0..3 on rows 0..3
+    // Ticket 5 (row 1) claimed by `holder`, which never published it; ticket 4 was never claimed.
+    const auto geometry = tensortree::detail::control_geometry(4, 0);
+    patch_field(dir, geometry->seq_offset + 1 * 8, tensortree::detail::writing_seq(5));
+    patch_field(dir, geometry->owner_offset + 1 * 16, holder);
+    patch_field(dir, geometry->owner_offset + 1 * 16 + 8, std::uint64_t{6});
+    patch_field(dir, offsetof(ControlHeader, cursor), std::uint64_t{6});
+    const auto start = std::chrono::steady_clock::now();
+    rb.extend(make_rows(100, 4));  // tickets 6..9 on rows 2, 3, 0, 1
+    REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1000));
+    for (std::int64_t row = 0; row < 4; ++row) REQUIRE(checked_step(rb.storage(), row) == 100 + (row + 2) % 4);
+  }
 }
 
 TEST_CASE("a buffer in shared memory (/dev/shm) works like one on disk", "[replay]") {

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "replay_test_support.hpp"
@@ -64,6 +65,15 @@ pid_t stop_writer_inside_row(const fs::path& dir, std::int64_t step) {
   ::close(ready[1]);
   return writer;
 }
+
+// Kills and reaps a stopped child when the test ends early (a failed REQUIRE), so nothing is left
+// paused holding the test's output open.
+struct KilledAtExit {
+  pid_t pid;
+  ~KilledAtExit() {
+    if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+  }
+};
 
 void kill_writer_inside_row(const fs::path& dir, std::int64_t step) {
   const pid_t victim = stop_writer_inside_row(dir, step);
@@ -162,6 +172,30 @@ TEST_CASE("a row a live writer of the previous lap still holds is waited for, a 
   REQUIRE(wait_child(slow) == -SIGKILL);
   rb.extend(make_rows(7, 4));  // the dead writer's row is taken over at once
   for (std::int64_t i = 0; i < 4; ++i) REQUIRE(checked_step(rb.storage(), i) >= 7);
+}
+
+TEST_CASE("a sample that times out in its copy is not counted by the rate limiter", "[replay][processes][limiter]") {
+  using namespace std::chrono_literals;
+  ScratchDir dir;
+  // A sample of n rows needs inserts - (samples + n) >= 0: one row sampled per row inserted.
+  ReplayBuffer rb = ReplayBuffer::create(dir.path(), {.capacity = 8, .rate_limiter = {1.0, 0, 0.0}},
+                                         {.seed = 3, .timeout = 300ms});
+  KilledAtExit slow{stop_writer_inside_row(dir.path(), 0)};  // ticket 0, row 0: reserved, never published
+  REQUIRE(rb.inserted() == 1);
+  // The limiter lets one row be sampled, but no row is readable: the copy times out.
+  REQUIRE_THROWS_AS(rb.sample(1), Timeout);
+  REQUIRE(rb.sampled() == 0);
+  const pid_t victim = std::exchange(slow.pid, 0);
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  REQUIRE(wait_child(victim) == -SIGKILL);
+  rb.extend(make_rows(1, 1));  // ticket 1, row 1: 2 inserted
+  // Two rows may be sampled now: the timed-out sample took none of the limiter's allowance.
+  const ReplaySample s = rb.sample(2);
+  for (std::int64_t i = 0; i < 2; ++i) {
+    REQUIRE(s.indices[static_cast<std::size_t>(i)] == 1);
+    REQUIRE(checked_step(s.batch, i) == 1);
+  }
+  REQUIRE(rb.sampled() == 2);
 }
 
 TEST_CASE("a fifo reader skips the row of a writer killed inside it", "[replay][processes]") {

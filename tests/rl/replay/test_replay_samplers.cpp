@@ -151,6 +151,58 @@ TEST_CASE("without replacement draws each row once per epoch", "[replay][sampler
   REQUIRE_THROWS_AS(rb.sample(25), InvalidArgument);
 }
 
+namespace {
+
+// The steps `batches` samples of `batch` rows drew, in draw order, every element of every row checked
+// (rows were written with step == storage row).
+std::vector<std::int64_t> draw_steps(ReplayBuffer& rb, std::int64_t batch, std::int64_t batches) {
+  std::vector<std::int64_t> drawn;
+  for (std::int64_t b = 0; b < batches; ++b) {
+    const ReplaySample s = rb.sample(batch);
+    const std::vector<std::int64_t> steps = checked_steps(s.batch);
+    REQUIRE(std::vector<std::int64_t>(s.indices.begin(), s.indices.end()) == steps);
+    drawn.insert(drawn.end(), steps.begin(), steps.end());
+  }
+  return drawn;
+}
+
+}  // namespace
+
+TEST_CASE("without replacement covers every row once per pass when the batch does not divide the rows "
+          "(drop_last=False)", "[replay][samplers]") {
+  constexpr std::int64_t kRows = 1000;
+  constexpr std::int64_t kPasses = 10;
+  ScratchDir dir;
+  { ReplayBuffer::create(dir.path(), {.capacity = kRows}).extend(make_rows(0, kRows)); }
+  for (const std::int64_t batch : {std::int64_t{64}, std::int64_t{256}}) {
+    INFO("sample(" << batch << ")");
+    ReplayBuffer rb = ReplayBuffer::open(dir.path(), {.sampler = SamplerKind::WithoutReplacement,
+                                                      .seed = static_cast<std::uint64_t>(batch)});
+    const std::vector<std::int64_t> drawn = draw_steps(rb, batch, (kPasses * kRows + batch - 1) / batch);
+    REQUIRE(static_cast<std::int64_t>(drawn.size()) >= kPasses * kRows);
+    // No row twice among the first kRows draws, and each pass is a permutation of all rows.
+    for (std::int64_t pass = 0; pass < kPasses; ++pass) {
+      INFO("pass " << pass);
+      const std::set<std::int64_t> rows(drawn.begin() + pass * kRows, drawn.begin() + (pass + 1) * kRows);
+      REQUIRE(static_cast<std::int64_t>(rows.size()) == kRows);
+      REQUIRE((*rows.begin() == 0 && *rows.rbegin() == kRows - 1));
+    }
+    // After every draw, no row was drawn more than once more often than any other.
+    std::vector<std::int64_t> counts(kRows);
+    std::int64_t at_least = 0;  // every row was drawn at least this often
+    std::int64_t ahead = 0;     // rows drawn at_least + 1 times
+    std::int64_t uneven = 0;
+    for (const std::int64_t step : drawn) {
+      if (++counts[static_cast<std::size_t>(step)] > at_least + 1) ++uneven;
+      if (++ahead == kRows) {
+        ++at_least;
+        ahead = 0;
+      }
+    }
+    REQUIRE(uneven == 0);
+  }
+}
+
 TEST_CASE("fifo hands out rows oldest first, each once across handles, and skips overwritten ones",
           "[replay][samplers]") {
   using namespace std::chrono_literals;

@@ -292,6 +292,6 @@ TEST_CASE("CUDA slots without a usable device fail typed and leave no file behin
   const std::string name = unique_name("nodevice");
   WeightPublisher publisher(name, {.device = Device::cuda(0)});
   REQUIRE_THROWS_AS(publisher.publish(make_params(1)), NotSupported);
-  REQUIRE(::access(("/dev/shm/" + name).c_str(), F_OK) != 0);
+  REQUIRE(::access(WeightPublisher::shared_memory_path(name).c_str(), F_OK) != 0);
   REQUIRE_THROWS_AS(WeightSubscriber(name, {.timeout = std::chrono::milliseconds(20)}), Timeout);
 }

@@ -47,7 +47,7 @@ void poke(std::vector<char>& bytes, std::size_t offset, T value) {
 // A valid publication's bytes (left in place by its publisher), and a path to write variants to.
 struct Specimen {
   std::string name = unique_name("hostile");
-  std::string path = "/dev/shm/" + name;
+  std::string path = WeightPublisher::shared_memory_path(name).string();
   std::vector<char> bytes;
   Specimen() {
     WeightPublisher publisher(name, {.slots = 3, .max_leases = 8, .unlink_on_close = false});
@@ -178,7 +178,7 @@ TEST_CASE("a lease word whose pid now names another process is reclaimed, garbag
   const std::string name = unique_name("reuse");
   WeightPublisher publisher(name, {.slots = 3, .max_leases = 4, .timeout = std::chrono::milliseconds(200)});
   publisher.publish(make_params(1));  // slot 0; slots 1 and 2 are the candidates
-  const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR | O_CLOEXEC);
+  const int fd = ::open(WeightPublisher::shared_memory_path(name).c_str(), O_RDWR | O_CLOEXEC);
   REQUIRE(fd >= 0);
   void* control = ::mmap(nullptr, rl::kHeaderRegion + 4 * rl::kLeaseStride, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   REQUIRE(control != MAP_FAILED);

@@ -84,7 +84,7 @@ inline std::string params_mismatch(const TensorTree& tree, std::uint64_t version
   return {};
 }
 
-// A publication name in /dev/shm that no other test or run uses.
+// A publication name (in /dev/shm) that no other test or run uses.
 inline std::string unique_name(const std::string& what) {
   std::random_device random;
   return "tt-weights-test-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
