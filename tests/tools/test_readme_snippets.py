@@ -45,7 +45,7 @@ FREE_NAMES = """\
 [[maybe_unused]] TensorTree trajectory, [[maybe_unused]] TensorTree my_params,
 [[maybe_unused]] TensorTree learner_batch, [[maybe_unused]] TensorTree received, [[maybe_unused]] TensorTree other,
 [[maybe_unused]] TensorTree one_step, [[maybe_unused]] Tensor done_mask, [[maybe_unused]] Tensor obs, [[maybe_unused]] Tensor reward, [[maybe_unused]] std::int64_t T,
-[[maybe_unused]] std::int64_t B, [[maybe_unused]] std::filesystem::path dir,
+[[maybe_unused]] std::int64_t B, [[maybe_unused]] std::filesystem::path dir, [[maybe_unused]] std::filesystem::path dir2,
 [[maybe_unused]] void (*act)(const TensorTree&, std::uint64_t)"""
 
 
