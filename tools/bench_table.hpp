@@ -53,8 +53,19 @@ class Table {
 
  private:
   static void print_csv_row(const std::vector<std::string>& row) {
-    for (std::size_t c = 0; c < row.size(); ++c) std::printf("%s%s", c ? "," : "", row[c].c_str());
+    for (std::size_t c = 0; c < row.size(); ++c) std::printf("%s%s", c ? "," : "", csv_field(row[c]).c_str());
     std::printf("\n");
+  }
+  // RFC 4180: a field holding a comma, quote or line break is quoted, its quotes doubled, so that
+  // case names such as "extend 64-byte row, 1/call" stay one column in pandas and Python's csv.
+  static std::string csv_field(const std::string& text) {
+    if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+    std::string quoted = "\"";
+    for (const char c : text) {
+      if (c == '"') quoted += '"';
+      quoted += c;
+    }
+    return quoted + '"';
   }
   static void print_aligned(const std::vector<std::string>& row, const std::vector<std::size_t>& width) {
     for (std::size_t c = 0; c < row.size(); ++c) {
