@@ -92,7 +92,9 @@ int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, M
 
 int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
               MPI_Request* request) {
-  receives.record(count, datatype);
+  // The receive a node-local receiver posts once per peer for its region release requests is the
+  // transport's bookkeeping, not a message of any tree.
+  if (tag != tensortree::detail::kReleaseTag) receives.record(count, datatype);
   return PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
 }
 

@@ -110,7 +110,7 @@ std::vector<RegionHandle> decode_release(std::span<const std::byte> message, int
   if (message.size() != kReleaseBytes) corrupt(sender, fmt::format("a release request of {} bytes", message.size()));
   if (get<std::uint32_t>(message.data()) != kReleaseMagic) corrupt(sender, "a release request without its magic");
   const auto count = get<std::uint32_t>(message.data() + 4);
-  if (count == 0 || count > kMaxReleaseHandles) corrupt(sender, fmt::format("a release request of {} regions", count));
+  if (count > kMaxReleaseHandles) corrupt(sender, fmt::format("a release request of {} regions", count));
   const std::byte* unused = message.data() + kReleaseHeaderBytes + count * kRegionHandleBytes;
   if (std::any_of(message.data() + 8, message.data() + kReleaseHeaderBytes, [](std::byte b) { return b != std::byte{0}; }) ||
       std::any_of(unused, message.data() + message.size(), [](std::byte b) { return b != std::byte{0}; })) {

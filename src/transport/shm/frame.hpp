@@ -61,16 +61,18 @@ Ack decode_ack(std::span<const std::byte> message, int sender);
 
 // Release requests travel from a sender to a receiver on this tag: "close your mappings of these
 // regions of mine" (RegionRetirement). The receiver answers on kAckTag with kReleasedToken once it
-// has; a sender has at most one request to a peer unanswered.
+// has; a sender has at most one request to a peer unanswered. A request naming no region is the
+// sender's last message on the tag (its group has gone), so that the receive each peer keeps
+// posted for requests completes.
 inline constexpr int kReleaseTag = 32766;
 inline constexpr std::uint64_t kReleasedToken = ~std::uint64_t{0};
 inline constexpr std::size_t kMaxReleaseHandles = 16;
 inline constexpr std::size_t kReleaseHeaderBytes = 16;
 inline constexpr std::size_t kReleaseBytes = kReleaseHeaderBytes + kMaxReleaseHandles * kRegionHandleBytes;
 
-// At most kMaxReleaseHandles handles into a message of kReleaseBytes.
+// At most kMaxReleaseHandles handles (none: the closing) into a message of kReleaseBytes.
 void encode_release(std::span<const RegionHandle> handles, std::byte* out);
-// CorruptData naming `sender` when the magic, count or unused bytes are wrong.
+// CorruptData naming `sender` when the magic, count or unused bytes are wrong; empty for the closing.
 std::vector<RegionHandle> decode_release(std::span<const std::byte> message, int sender);
 
 }  // namespace tensortree::detail

@@ -19,10 +19,11 @@ State::State(std::shared_ptr<ShareableMemory> memory_in, std::shared_ptr<PeerTra
       outgoing(*memory, *control, static_cast<int>(local.size()), options.max_pooled_regions,
                options.max_pooled_bytes),
       imported(*memory, options.max_open_regions),
-      releases(*control, imported, static_cast<int>(local.size())),
+      releases(control, imported, static_cast<int>(local.size())),
       acknowledged_to(local.size()) {}
 
 State::~State() {
+  if (!aborted.raised()) ReleaseRequests::close(*control, outgoing.region_peers());
   for (std::size_t peer = 0; peer < acknowledged_to.size(); ++peer) {
     if (!acknowledged_to[peer].load(std::memory_order_acquire) || aborted.raised()) continue;
     try {

@@ -124,6 +124,15 @@ ExportedRegion OutgoingRegions::allocate(std::size_t nbytes) {
   return region;
 }
 
+std::vector<int> OutgoingRegions::region_peers() {
+  const std::lock_guard lock(mutex_);
+  std::vector<int> peers;
+  for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
+    if (peers_[peer].closing_expected) peers.push_back(static_cast<int>(peer));
+  }
+  return peers;
+}
+
 void OutgoingRegions::request_releases_locked(int peer) {
   Peer& state = peers_[static_cast<std::size_t>(peer)];
   std::erase_if(state.release_requests, [](const WorkPtr& sent) { return sent->is_completed(); });

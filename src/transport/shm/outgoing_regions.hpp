@@ -43,6 +43,8 @@ class OutgoingRegions {
   // the regions let go since, so that a sender that allocates and drops regions frees them as fast
   // as its peers answer.
   ExportedRegion allocate(std::size_t nbytes);
+  // The peers this rank sent region frames to (each may be asked to release them).
+  std::vector<int> region_peers();
   // Let-go regions whose memory still waits for a peer to close its mapping.
   std::size_t retiring() const { return retirement_.waiting(); }
   // How a transfer's region is held until the receiver acknowledges it.

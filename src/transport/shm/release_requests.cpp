@@ -7,28 +7,44 @@
 
 namespace tensortree::detail {
 
+namespace {
+
+std::vector<RegionHandle> decoded(const Tensor& bytes, int peer) {
+  return decode_release({static_cast<const std::byte*>(bytes.data_ptr()), kReleaseBytes}, peer);
+}
+
+}  // namespace
+
+void ReleaseRequests::expect_from(int peer) {
+  const std::lock_guard lock(mutex_);
+  const auto index = static_cast<std::size_t>(peer);
+  if (!receives_[index].work && !closed_[index]) receives_[index] = post(*control_, peer);
+}
+
 ReleaseRequests::~ReleaseRequests() {
-  for (Posted& posted : receives_) {
-    if (!posted.work) continue;
-    abandon_operation([work = std::move(posted.work), bytes = std::move(posted.bytes)]() noexcept {
+  for (std::size_t index = 0; index < receives_.size(); ++index) {
+    if (!receives_[index].work) continue;
+    abandon_operation([control = control_, peer = static_cast<int>(index),
+                       posted = std::move(receives_[index])]() mutable noexcept {
       try {
-        return work->is_completed();
+        while (posted.work->is_completed()) {
+          posted.work->wait();
+          if (decoded(posted.bytes, peer).empty()) return true;  // the closing: nothing follows
+          posted = post(*control, peer);
+        }
+        return false;
       } catch (...) {
-        return true;
+        return true;  // the peer's messages cannot be taken any more
       }
     });
   }
 }
 
-void ReleaseRequests::expect_from(int peer) {
-  const std::lock_guard lock(mutex_);
-  if (!receives_[static_cast<std::size_t>(peer)].work) post_locked(peer);
-}
-
-void ReleaseRequests::post_locked(int peer) {
-  Posted& posted = receives_[static_cast<std::size_t>(peer)];
+ReleaseRequests::Posted ReleaseRequests::post(PeerTransport& control, int peer) {
+  Posted posted;
   posted.bytes = Tensor::empty({static_cast<std::int64_t>(kReleaseBytes)}, {DType::UInt8});
-  posted.work = control_.recv(posted.bytes, peer, kReleaseTag);
+  posted.work = control.recv(posted.bytes, peer, kReleaseTag);
+  return posted;
 }
 
 void ReleaseRequests::answer() {
@@ -39,13 +55,39 @@ void ReleaseRequests::answer() {
     if (!posted.work || !posted.work->is_completed()) continue;
     const int peer = static_cast<int>(index);
     const Posted arrived = std::move(posted);
-    post_locked(peer);  // before anything can throw: the peer may send its next request at once
+    posted = {};
     arrived.work->wait();  // rethrows a failed receive
-    const auto* first = static_cast<const std::byte*>(arrived.bytes.data_ptr());
-    for (const RegionHandle& handle : decode_release({first, kReleaseBytes}, peer)) imported_.forget(peer, handle);
+    const std::vector<RegionHandle> handles = decoded(arrived.bytes, peer);
+    if (handles.empty()) {  // the peer's closing: it asks nothing more
+      closed_[index] = true;
+      continue;
+    }
+    posted = post(*control_, peer);  // before the answer: the peer may send its next request at once
+    for (const RegionHandle& handle : handles) imported_.forget(peer, handle);
     Tensor released = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
     encode_ack({kReleasedToken, true}, static_cast<std::byte*>(released.data_ptr()));
-    control_.send(released, peer, kAckTag)->wait();
+    control_->send(released, peer, kAckTag)->wait();
+  }
+}
+
+void ReleaseRequests::close(PeerTransport& control, const std::vector<int>& peers) {
+  for (const int peer : peers) {
+    try {
+      Tensor closing = Tensor::empty({static_cast<std::int64_t>(kReleaseBytes)}, {DType::UInt8});
+      encode_release({}, static_cast<std::byte*>(closing.data_ptr()));
+      WorkPtr sent = control.send(closing, peer, kReleaseTag);
+      if (!sent->is_completed()) {
+        abandon_operation([sent]() noexcept {
+          try {
+            return sent->is_completed();
+          } catch (...) {
+            return true;
+          }
+        });
+      }
+    } catch (...) {
+      // The control transport failed: the peer's receive stays posted (a bounded leak).
+    }
   }
 }
 
