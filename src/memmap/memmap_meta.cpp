@@ -231,35 +231,36 @@ std::string format_node_meta(const NodeMeta& node) {
 }
 
 // One pass over meta.json's events: bounds the nesting, lists the root object's keys in file order,
-// and hands every event on to nlohmann's own document builder (the one json::parse uses), so the
-// text is parsed once. (nlohmann's parse callback would bound and order too, but its parser removes
+// and builds the document from the same events (as json::parse's own builder does, which nlohmann
+// keeps out of its API), so the text is parsed once. (nlohmann's parse callback would bound and order too, but its parser removes
 // discarded values by rescanning the parent, which is quadratic in the number of keys.)
 class MetaScan final : public nlohmann::json_sax<Json> {
  public:
-  MetaScan(const std::filesystem::path& file, Json& root) : file_(file), dom_(root) {}
+  MetaScan(const std::filesystem::path& file, Json& root) : file_(file), root_(root) {}
 
   std::vector<std::string> take_keys() { return std::move(keys_); }
 
-  bool null() override { return dom_.null(); }
-  bool boolean(bool value) override { return dom_.boolean(value); }
-  bool number_integer(number_integer_t value) override { return dom_.number_integer(value); }
-  bool number_unsigned(number_unsigned_t value) override { return dom_.number_unsigned(value); }
-  bool number_float(number_float_t value, const string_t& text) override { return dom_.number_float(value, text); }
-  bool string(string_t& value) override { return dom_.string(value); }
-  bool binary(binary_t& value) override { return dom_.binary(value); }
-  bool start_object(std::size_t n) override { return enter() && dom_.start_object(n); }
-  bool end_object() override { return leave() && dom_.end_object(); }
-  bool start_array(std::size_t n) override { return enter() && dom_.start_array(n); }
-  bool end_array() override { return leave() && dom_.end_array(); }
+  bool null() override { return place(nullptr); }
+  bool boolean(bool value) override { return place(value); }
+  bool number_integer(number_integer_t value) override { return place(value); }
+  bool number_unsigned(number_unsigned_t value) override { return place(value); }
+  bool number_float(number_float_t value, const string_t&) override { return place(value); }
+  bool string(string_t& value) override { return place(std::move(value)); }
+  bool binary(binary_t& value) override { return place(Json::binary(std::move(value))); }
+  bool start_object(std::size_t) override { return open(Json::object()); }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(Json::array()); }
+  bool end_array() override { return close(); }
   bool key(string_t& key) override {
     if (depth_ == 1) {
       // Python would keep the last of two equal keys; a writer of this format never repeats one.
       if (!seen_.insert(key).second) corrupt(file_, key, "the key appears twice");
       keys_.push_back(key);
     }
-    return dom_.key(key);
+    member_ = &(*open_.back())[key];
+    return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+  bool parse_error(std::size_t, const std::string&, const Json::exception& e) override {
     corrupt(file_, "", e.what());
   }
 
@@ -268,13 +269,39 @@ class MetaScan final : public nlohmann::json_sax<Json> {
     if (++depth_ > kMaxJsonDepth) corrupt(file_, "", fmt::format("nested deeper than {} levels", kMaxJsonDepth));
     return true;
   }
-  bool leave() {
+  // Puts `value` where the document is at: the root, the next element of an array, or the value of
+  // the key just read.
+  Json* place_at(Json value) {
+    if (open_.empty()) {
+      root_ = std::move(value);
+      return &root_;
+    }
+    if (open_.back()->is_array()) {
+      open_.back()->push_back(std::move(value));
+      return &open_.back()->back();
+    }
+    *member_ = std::move(value);
+    return member_;
+  }
+  bool place(Json value) {
+    place_at(std::move(value));
+    return true;
+  }
+  bool open(Json container) {
+    enter();
+    open_.push_back(place_at(std::move(container)));
+    return true;
+  }
+  bool close() {
     --depth_;
+    open_.pop_back();
     return true;
   }
 
   const std::filesystem::path& file_;
-  nlohmann::detail::json_sax_dom_parser<Json> dom_;
+  Json& root_;
+  std::vector<Json*> open_;  // the objects and arrays being filled, innermost last
+  Json* member_ = nullptr;   // where the value of the key just read goes
   int depth_ = 0;
   std::vector<std::string> keys_;
   std::unordered_set<std::string> seen_;
