@@ -8,6 +8,10 @@ declares:
                          or "detail/x.hpp" for the installed helpers of public templates)
   --foreign NAME=P,P     the system headers matching the patterns P ("mpi.h", "cuda*.h") are the
                          layer NAME's alone: an #include <...> of one anywhere else fails
+  --internal NAME=P,P    layer NAME is a client of the layers it may use: of their internal headers
+                         it may include only those matching the patterns P ("core/*",
+                         "memmap/memmap_fs.hpp"), the exceptions its meson.build gives a reason for;
+                         their public headers it may include as any other layer
 Every source and header under src/ and every public header is checked: an internal header is named
 by folder path ("tree/layout_plan.hpp"), a public one as "tensortree/tree.hpp" or
 "tensortree/detail/object_archive.hpp". A file whose folder
@@ -62,6 +66,19 @@ def check_include(include, allowed, layers, public_layer):
     return None if folder in allowed else f"{include} is in layer '{folder}'"
 
 
+def check_client_include(include, layer, internal, layers):
+    """None unless `layer` is a client (--internal) and `include` is another layer's internal header
+    that none of its patterns names; else why not."""
+    patterns = internal.get(layer)
+    if patterns is None or include.startswith("tensortree/") or include.startswith(layer + "/"):
+        return None
+    if not any(include.startswith(name + "/") for name in layers):
+        return None
+    if any(fnmatch.fnmatchcase(include, pattern) for pattern in patterns):
+        return None
+    return f"{include} is an internal header, not one of the exceptions of client layer '{layer}'"
+
+
 def check_system_include(include, allowed, foreign):
     """None when `include` (an #include <...>) is no layer's own or one of `allowed`'s; else why not."""
     owners = sorted(layer for layer, patterns in foreign.items()
@@ -86,18 +103,21 @@ def main():
     parser.add_argument("--layer", action="append", default=[])
     parser.add_argument("--public", action="append", default=[])
     parser.add_argument("--foreign", action="append", default=[])
+    parser.add_argument("--internal", action="append", default=[])
     parser.add_argument("--stamp", required=True, type=pathlib.Path)
     parser.add_argument("--depfile", required=True, type=pathlib.Path)
     args = parser.parse_args()
 
     layers = parse_pairs(args.layer)
     foreign = parse_pairs(args.foreign)
+    internal = parse_pairs(args.internal)
     public_layer = {header: layer for layer, headers in parse_pairs(args.public).items()
                     for header in headers}
     problems = []
     for dep_list in layers.values():
         problems += [f"unknown layer '{dep}' in the rules" for dep in dep_list if dep not in layers]
     problems += [f"unknown layer '{layer}' in --foreign" for layer in foreign if layer not in layers]
+    problems += [f"unknown layer '{layer}' in --internal" for layer in internal if layer not in layers]
 
     checked = []
     files = [(path, layer_of_source(path, args.src, layers))
@@ -116,7 +136,8 @@ def main():
         allowed = allowed_layers(layer, layers)
         text = path.read_text(encoding="utf-8")
         for match in INCLUDE.finditer(text):
-            why = check_include(match.group(1), allowed, layers, public_layer)
+            why = (check_include(match.group(1), allowed, layers, public_layer) or
+                   check_client_include(match.group(1), layer, internal, layers))
             if why:
                 may = ", ".join(sorted(allowed))
                 problems.append(f"{path}:{line_of(text, match)}: layer '{layer}' may include only {may}: {why}")

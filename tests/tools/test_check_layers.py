@@ -10,6 +10,8 @@ import tempfile
 
 CHECKER = pathlib.Path(__file__).resolve().parents[2] / "tools" / "check_layers.py"
 RULES = ["--layer", "core=", "--layer", "cuda=core", "--layer", "tree=core", "--layer", "transport/nccl=core,cuda",
+         # A client layer: tree's public headers, core's internals, and one named internal of tree.
+         "--layer", "rl=core,tree", "--internal", "rl=core/*,tree/plan.hpp",
          "--foreign", "cuda=cuda_*.h,cuda/*", "--foreign", "transport/nccl=nccl.h,cuda_runtime_api.h",
          # Declared in two parts, as the parts of a layer do: each header must still belong to it.
          "--public", "tree=tree.hpp", "--public", "tree=schema.hpp"]
@@ -50,6 +52,8 @@ def main():
         "src/transport/nccl/c.cpp": '#include <nccl.h>\n#include <cuda_runtime_api.h>\n#include "core/a.hpp"\n',
         "include/tensortree/tree.hpp": "#include <map>\n",
         "include/tensortree/schema.hpp": '#include "tensortree/tree.hpp"\n',
+        "src/rl/r.cpp": '#include "rl/s.hpp"\n#include "core/a.hpp"\n#include "tree/plan.hpp"\n'
+                        '#include "tensortree/tree.hpp"\n',
     }
     results = [
         expect("the legal tree passes", legal, passes=True),
@@ -64,6 +68,10 @@ def main():
         expect('a foreign header in quotes fails too ("nccl.h" in src/tree)',
                {**legal, "src/tree/g.cpp": '#include "nccl.h"\n'},
                passes=False, message="g.cpp:1: <nccl.h> may be included only by layer 'transport/nccl'"),
+        expect("a client layer including an internal header it names no exception for fails",
+               {**legal, "src/rl/t.cpp": '#include "tree/b.hpp"\n'},
+               passes=False, message="t.cpp:1: layer 'rl' may include only core, rl, tree: tree/b.hpp is an internal "
+                                     "header, not one of the exceptions of client layer 'rl'"),
         expect("core including a tree header fails", {**legal, "src/core/f.cpp": '#include "tree/b.hpp"\n'},
                passes=False, message="layer 'core' may include only core"),
     ]
