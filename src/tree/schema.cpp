@@ -1,4 +1,5 @@
-// Schema layout (plan), invariant checks shared by plan() and decode(), lookups and the fingerprint.
+// Schema layout (plan), invariant checks shared by plan() and decode(), and lookups; the fingerprint
+// is in schema_fingerprint.cpp.
 #include "tensortree/schema.hpp"
 
 #include <algorithm>
@@ -12,12 +13,10 @@
 #include <optional>
 #include <string_view>
 
-#include <boost/endian/buffers.hpp>
-#include <xxhash.h>
-
 #include "core/checked_math.hpp"
 #include "core/strided_view.hpp"
 #include "core/text_format.hpp"
+#include "tree/schema_fingerprint.hpp"
 #include "tensortree/error.hpp"
 
 namespace tensortree {
@@ -380,85 +379,6 @@ std::vector<DTypeBucket> collect_buckets(std::span<const LeafSpec> leaves) {
   return buckets;
 }
 
-// Length-prefixed little-endian fields, so that two different layouts never share a byte string.
-// The fields pass through a fixed buffer into a streaming hash: the same hash as of the whole byte
-// string, without holding it.
-class CanonicalBytes {
- public:
-  CanonicalBytes() {
-    if (!state_ || XXH3_64bits_reset(state_.get()) != XXH_OK) throw std::bad_alloc();
-  }
-
-  void number(std::uint64_t value) {
-    const boost::endian::little_uint64_buf_t little(value);
-    append(little.data(), sizeof little);
-  }
-  void text(std::string_view s) {
-    number(s.size());
-    append(s.data(), s.size());
-  }
-  template <class P>
-  void path(const P& path) {
-    number(path.size());
-    for (const std::string_view key : path) text(key);
-  }
-  void shape(const Shape& shape) {
-    number(shape.size());
-    for (const std::int64_t dim : shape) number(static_cast<std::uint64_t>(dim));
-  }
-  std::uint64_t hash() {
-    flush();
-    return XXH3_64bits_digest(state_.get());
-  }
-
- private:
-  struct FreeState {
-    void operator()(XXH3_state_t* state) const { XXH3_freeState(state); }
-  };
-
-  void append(const void* data, std::size_t n) {
-    if (used_ + n > sizeof buffer_) {
-      flush();
-      if (n > sizeof buffer_) {
-        (void)XXH3_64bits_update(state_.get(), data, n);
-        return;
-      }
-    }
-    std::memcpy(buffer_ + used_, data, n);
-    used_ += n;
-  }
-  void flush() {
-    (void)XXH3_64bits_update(state_.get(), buffer_, used_);
-    used_ = 0;
-  }
-
-  std::unique_ptr<XXH3_state_t, FreeState> state_{XXH3_createState()};
-  std::size_t used_ = 0;
-  char buffer_[16384];
-};
-
-std::uint64_t layout_fingerprint(std::span<const NodeSpec> nodes, std::span<const LeafSpec> leaves,
-                                 const PathList& paths, std::uint64_t total_bytes) {
-  CanonicalBytes bytes;
-  bytes.number(Schema::kFormatVersion);
-  bytes.number(leaves.size());
-  for (std::size_t i = 0; i < leaves.size(); ++i) {
-    const LeafSpec& leaf = leaves[i];
-    bytes.path(paths[i]);
-    bytes.number(static_cast<std::uint64_t>(leaf.dtype));
-    bytes.shape(leaf.shape);
-    bytes.number(leaf.offset);
-    bytes.number(leaf.nbytes);
-  }
-  bytes.number(nodes.size());
-  for (const NodeSpec& node : nodes) {
-    bytes.path(node.path);
-    bytes.shape(node.batch_size);
-  }
-  bytes.number(total_bytes);
-  return bytes.hash();
-}
-
 // Indices of `leaves` in layout order. Sorting by dtype compares small integers; a tree usually lists
 // its leaves in path order already, so each dtype's run is checked and sorted only when it is not.
 std::vector<std::uint32_t> layout_order(std::span<const LeafPlan> leaves) {
@@ -493,7 +413,7 @@ Schema::Schema(std::vector<NodeSpec> nodes, std::vector<LeafSpec> leaves, PathLi
   buckets_ = collect_buckets(leaves_);
   leaves_by_path_ = index_by_path(leaf_paths_, buckets_);
   validate_children(nodes_, leaves_, leaf_paths_, leaves_by_path_);
-  fingerprint_ = layout_fingerprint(nodes_, leaves_, leaf_paths_, total_bytes_);
+  fingerprint_ = detail::layout_fingerprint(nodes_, leaves_, leaf_paths_, total_bytes_);
 }
 
 Schema Schema::plan(std::vector<NodeSpec> nodes, std::vector<LeafPlan> leaves, DeviceType storage_device) {
