@@ -27,6 +27,17 @@ void release_finished(Abandoned& registry) {
 
 }  // namespace
 
+void abandon_unless_completed(WorkPtr work) {
+  if (work->is_completed()) return;
+  abandon_operation([work = std::move(work)]() noexcept {
+    try {
+      return work->is_completed();
+    } catch (...) {
+      return true;
+    }
+  });
+}
+
 void abandon_operation(std::function<bool()> finished) {
   Abandoned& registry = abandoned();
   const std::lock_guard lock(registry.mutex);

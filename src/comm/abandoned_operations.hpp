@@ -9,12 +9,18 @@
 #include <cstddef>
 #include <functional>
 
+#include "tensortree/work.hpp"
+
 namespace tensortree::detail {
 
 // `finished` owns the operation's buffers and handles; it returns true once the transfer is over
 // (then it is destroyed, releasing them) and must not throw. It runs on whichever thread abandons
 // an operation next, under the registry's lock, so it must not abandon anything itself.
 void abandon_operation(std::function<bool()> finished);
+
+// Keeps `work` (a message nobody waits for, such as a closing sent at teardown) in flight until it
+// completes, unless it already has; a failure counts as finished.
+void abandon_unless_completed(WorkPtr work);
 
 // How many abandoned operations are still in flight, after releasing those that have finished
 // (for tests and diagnostics).

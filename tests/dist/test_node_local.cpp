@@ -79,11 +79,12 @@ std::string message_mismatch(const Tensor& got, int rank, int index) {
 
 // Every rank, host tensors between ranks through shared memory: every test rank runs on this
 // machine as the same user, so their memory maps both ways.
-Group shared_memory_group() {
+Group shared_memory_group(std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
   std::vector<int> everyone(static_cast<std::size_t>(context().size()));
   std::iota(everyone.begin(), everyone.end(), 0);
   GroupOptions options;
   options.host_transport = HostTransport::SharedMemory;
+  options.timeout = timeout;
   const Group group = context().new_group(everyone, options);
   for (int peer = 0; peer < group.size(); ++peer) {
     if (peer != group.rank()) REQUIRE(std::string(group.transport(peer, Device::cpu()).name()) == "shared memory (memfd)");
@@ -556,12 +557,7 @@ TEST_CASE("node-local: a streamed payload its sender stops writing fails the rec
           "refusal, and the group works on",
           "[node_local][hostile]") {
   if (world_size() < 2) return;
-  std::vector<int> everyone(static_cast<std::size_t>(context().size()));
-  std::iota(everyone.begin(), everyone.end(), 0);
-  GroupOptions options;
-  options.host_transport = HostTransport::SharedMemory;
-  options.timeout = std::chrono::milliseconds(300);
-  const Group group = context().new_group(everyone, options);
+  const Group group = shared_memory_group(std::chrono::milliseconds(300));
   constexpr std::int64_t kBytes = std::int64_t{1} << 20;  // streamed
   constexpr int kTag = 91;
   if (group.rank() == 1) {
@@ -595,12 +591,7 @@ TEST_CASE("node-local: a streamed payload its sender stops writing fails the rec
 TEST_CASE("node-local: a streamed payload its sender stops writing holds up no other receive of the rank",
           "[node_local][hostile]") {
   if (world_size() < 2) return;
-  std::vector<int> everyone(static_cast<std::size_t>(context().size()));
-  std::iota(everyone.begin(), everyone.end(), 0);
-  GroupOptions options;
-  options.host_transport = HostTransport::SharedMemory;
-  options.timeout = std::chrono::milliseconds(2000);
-  const Group group = context().new_group(everyone, options);
+  const Group group = shared_memory_group(std::chrono::milliseconds(2000));
   constexpr std::int64_t kBytes = std::int64_t{1} << 20;  // streamed
   constexpr std::int64_t kLength = 8192;                  // 64 KiB: a region frame, never inline
   constexpr int kStalledTag = 95;

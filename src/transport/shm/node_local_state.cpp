@@ -29,16 +29,7 @@ State::~State() {
     try {
       Tensor closing = Tensor::empty({static_cast<std::int64_t>(kAckBytes)}, {DType::UInt8});
       encode_ack({kClosingToken, true}, static_cast<std::byte*>(closing.data_ptr()));
-      WorkPtr sent = control->send(closing, static_cast<int>(peer), kAckTag);
-      if (!sent->is_completed()) {
-        abandon_operation([sent]() noexcept {
-          try {
-            return sent->is_completed();
-          } catch (...) {
-            return true;
-          }
-        });
-      }
+      abandon_unless_completed(control->send(closing, static_cast<int>(peer), kAckTag));
     } catch (...) {
       // The control transport failed: the peer keeps its regions (a bounded leak, never a read
       // of freed memory).

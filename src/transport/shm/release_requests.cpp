@@ -75,16 +75,7 @@ void ReleaseRequests::close(PeerTransport& control, const std::vector<int>& peer
     try {
       Tensor closing = Tensor::empty({static_cast<std::int64_t>(kReleaseBytes)}, {DType::UInt8});
       encode_release({}, static_cast<std::byte*>(closing.data_ptr()));
-      WorkPtr sent = control.send(closing, peer, kReleaseTag);
-      if (!sent->is_completed()) {
-        abandon_operation([sent]() noexcept {
-          try {
-            return sent->is_completed();
-          } catch (...) {
-            return true;
-          }
-        });
-      }
+      abandon_unless_completed(control.send(closing, peer, kReleaseTag));
     } catch (...) {
       // The control transport failed: the peer's receive stays posted (a bounded leak).
     }
