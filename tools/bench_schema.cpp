@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
   app.add_flag("--csv", csv, "print CSV instead of a table");
   CLI11_PARSE(app, argc, argv);
 
-  bench::Table table({"leaves", "bytes", "plan_ms", "encode_us", "encode_ns/leaf", "goal_ns", "decode_us",
-                      "decode_ns/leaf", "goal_ns"},
+  bench::Table table({"leaves", "bytes", "plan_ms", "encode_us", "encode_ns/leaf", "encode_goal_ns", "decode_us",
+                      "decode_ns/leaf", "decode_goal_ns"},
                      csv);
   bool ok = true;
   for (const int leaves : leaf_counts) ok = run_case(leaves, table) && ok;
