@@ -10,6 +10,7 @@
 #include "core/tensor_access.hpp"
 #include "tree/consolidation_access.hpp"
 #include "core/cuda_api.hpp"
+#include "tree/layout_difference.hpp"
 #include "tree/layout_plan.hpp"
 #include "tree/tree_packing.hpp"
 #include "core/pack_cpu.hpp"
@@ -268,8 +269,11 @@ void TensorTree::unpack_from(const Storage& buffer, const Schema& schema, int th
   const auto packing = detail::packing_for(*this, schema.storage_device(), "unpack_from");
   const detail::LayoutPlan& plan = *packing->plan;
   if (plan.schema->fingerprint() != schema.fingerprint()) {
-    throw SchemaMismatch(fmt::format("unpack_from: this tree's layout (fingerprint {}) differs from the buffer's "
-                                     "(fingerprint {})", plan.schema->fingerprint(), schema.fingerprint()));
+    // Both layouts are known here: the first key that differs says more than two fingerprints.
+    const std::string difference = detail::difference_text(*plan.schema, schema, "in the buffer");
+    throw SchemaMismatch(fmt::format("unpack_from: this tree's layout differs from the buffer's{} (fingerprints {} "
+                                     "here, {} in the buffer)", difference.empty() ? "" : ", " + difference,
+                                     plan.schema->fingerprint(), schema.fingerprint()));
   }
   if (buffer.nbytes() < schema.total_bytes()) {
     throw InvalidArgument(fmt::format("unpack_from: the schema lays out {} bytes but the buffer holds {}",

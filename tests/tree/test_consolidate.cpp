@@ -181,6 +181,9 @@ TEST_CASE("unpack_from rejects a buffer of another layout and leaves the tree un
   REQUIRE_THROWS_AS(target.unpack_from(*packed.storage(), *packed.schema()), SchemaMismatch);
   REQUIRE_THROWS_WITH(target.unpack_from(*packed.storage(), *packed.schema()),
                       Catch::Contains(std::to_string(packed.schema()->fingerprint())));
+  // The first key that differs, named with both sides, where a fingerprint says nothing to a user.
+  REQUIRE_THROWS_WITH(target.unpack_from(*packed.storage(), *packed.schema()),
+                      Catch::Contains("at key 'batch_only': int32 [4, 2] in the buffer, int32 [4] here"));
   CHECK(target.equal(before));
 }
 

@@ -62,6 +62,8 @@ TEST_CASE("copy_into and latest_copy copy the newest version out, into any leave
   TensorTree other = make_params(0);
   other.set("head.extra", Tensor::zeros({2}));
   REQUIRE_THROWS_AS(subscriber.copy_into(other), SchemaMismatch);
+  // The message names the key, not two fingerprints.
+  REQUIRE_THROWS_WITH(subscriber.copy_into(other), Catch::Contains("at key 'head.extra'"));
 }
 
 TEST_CASE("a lease pins its slot: later versions go to the other slots, and the held one stays whole") {
