@@ -24,13 +24,17 @@ void ReleaseRequests::expect_from(int peer) {
 ReleaseRequests::~ReleaseRequests() {
   for (std::size_t index = 0; index < receives_.size(); ++index) {
     if (!receives_[index].work) continue;
-    abandon_operation([control = control_, peer = static_cast<int>(index),
+    // The transport is not kept alive for this (it holds the group's communicator): once it has
+    // gone, a request that lands is the last this rank takes.
+    abandon_operation([control = std::weak_ptr<PeerTransport>(control_), peer = static_cast<int>(index),
                        posted = std::move(receives_[index])]() mutable noexcept {
       try {
         while (posted.work->is_completed()) {
           posted.work->wait();
           if (decoded(posted.bytes, peer).empty()) return true;  // the closing: nothing follows
-          posted = post(*control, peer);
+          const std::shared_ptr<PeerTransport> transport = control.lock();
+          if (!transport) return true;
+          posted = post(*transport, peer);
         }
         return false;
       } catch (...) {
