@@ -45,8 +45,6 @@ class OutgoingRegions {
   ExportedRegion allocate(std::size_t nbytes);
   // The peers this rank sent region frames to (each may be asked to release them).
   std::vector<int> region_peers();
-  // Let-go regions whose memory still waits for a peer to close its mapping.
-  std::size_t retiring() const { return retirement_.waiting(); }
   // How a transfer's region is held until the receiver acknowledges it.
   enum class Held {
     InPlace,      // the caller's memory, read where it is; its Work asks acknowledged()

@@ -12,7 +12,6 @@ namespace tensortree::detail {
 struct RegionRetirement::Shared {
   struct Region {
     std::vector<bool> readers;  // by group rank: may map it
-    std::vector<bool> asked;    // by group rank: named in that peer's unanswered request
     StoragePtr memory;          // set once let go: what is freed with the record
   };
   struct Peer {
@@ -27,6 +26,7 @@ struct RegionRetirement::Shared {
     const Region& region = found->second;
     if (region.memory && std::none_of(region.readers.begin(), region.readers.end(), [](bool r) { return r; })) {
       regions.erase(found);
+      --let_go_count;
     }
   }
 
@@ -35,11 +35,13 @@ struct RegionRetirement::Shared {
     const auto found = regions.find(handle);
     if (found == regions.end()) return;  // frees `memory` on return
     found->second.memory = std::move(memory);
+    ++let_go_count;
     free_if_unread(found);
   }
 
   mutable std::mutex mutex;
   std::map<RegionHandle, Region> regions;
+  std::size_t let_go_count = 0;  // records whose memory waits for a reader: none, and a send asks nothing
   std::vector<Peer> peers;
 };
 
@@ -49,7 +51,7 @@ void RegionRetirement::track(const ExportedRegion& region) {
   {
     const std::lock_guard lock(shared_->mutex);
     const std::size_t peers = shared_->peers.size();
-    shared_->regions[region.handle] = {std::vector<bool>(peers), std::vector<bool>(peers), nullptr};
+    shared_->regions[region.handle] = {std::vector<bool>(peers), nullptr};
   }
   StorageAccess::hand_over_on_release(
       *region.storage, [weak = std::weak_ptr<Shared>(shared_), handle = region.handle](StoragePtr memory) {
@@ -73,12 +75,11 @@ std::vector<RegionHandle> RegionRetirement::next_request(int peer, std::size_t l
   const std::lock_guard lock(shared_->mutex);
   const auto index = static_cast<std::size_t>(peer);
   Shared::Peer& state = shared_->peers[index];
-  if (!state.asked.empty() || state.closed) return {};
-  for (auto& [handle, region] : shared_->regions) {
+  // While a request is unanswered none of its regions is asked for again: they all wait in it.
+  if (shared_->let_go_count == 0 || !state.asked.empty() || state.closed) return {};
+  for (const auto& [handle, region] : shared_->regions) {
     if (state.asked.size() == limit) break;
-    if (!region.memory || !region.readers[index] || region.asked[index]) continue;
-    region.asked[index] = true;
-    state.asked.push_back(handle);
+    if (region.memory && region.readers[index]) state.asked.push_back(handle);
   }
   return state.asked;
 }
@@ -90,7 +91,6 @@ void RegionRetirement::released(int peer) {
     const auto found = shared_->regions.find(handle);
     if (found == shared_->regions.end()) continue;
     found->second.readers[index] = false;
-    found->second.asked[index] = false;
     shared_->free_if_unread(found);
   }
 }
@@ -102,17 +102,8 @@ void RegionRetirement::peer_closed(int peer) {
   for (auto region = shared_->regions.begin(); region != shared_->regions.end();) {
     const auto current = region++;
     current->second.readers[index] = false;
-    current->second.asked[index] = false;
     shared_->free_if_unread(current);
   }
-}
-
-std::size_t RegionRetirement::waiting() const {
-  const std::lock_guard lock(shared_->mutex);
-  return static_cast<std::size_t>(
-      std::count_if(shared_->regions.begin(), shared_->regions.end(), [](const auto& entry) {
-        return entry.second.memory != nullptr;
-      }));
 }
 
 }  // namespace tensortree::detail

@@ -29,8 +29,6 @@ class RegionRetirement {
   void released(int peer);
   // `peer` closed its end of the group: it maps none of this rank's regions any more, nor will.
   void peer_closed(int peer);
-  // How many let-go regions still wait for a peer (for tests and diagnostics).
-  std::size_t waiting() const;
 
   struct Shared;
 
