@@ -33,6 +33,7 @@ class WithoutReplacementSampler final : public Sampler {
   // The next row of this pass; a new pass (a permutation of the rows present now) once it is spent.
   SampleUnit next(const SamplerContext& context) {
     if (next_ >= order_.size()) start_pass(context);
+    if (order_.empty()) return {};  // no rows: the empty unit, as a draw from an empty buffer always was
     return {order_[next_++], 1, 0};
   }
   void start_pass(const SamplerContext& context) {
