@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/wait_bounded.hpp"
+
 namespace tensortree::detail {
 
 namespace {
@@ -43,6 +45,11 @@ void abandon_operation(std::function<bool()> finished) {
   const std::lock_guard lock(registry.mutex);
   release_finished(registry);
   if (!finished()) registry.operations.push_back(std::move(finished));
+}
+
+bool settle_abandoned_operations(std::chrono::milliseconds limit) {
+  // Spinning: an MPI request progresses only inside its test.
+  return poll_until([] { return abandoned_operations_held() == 0; }, deadline_after(limit), WaitStyle::Spin);
 }
 
 std::size_t abandoned_operations_held() {

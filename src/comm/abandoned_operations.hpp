@@ -6,6 +6,7 @@
 // freed memory).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 
@@ -21,6 +22,11 @@ void abandon_operation(std::function<bool()> finished);
 // Keeps `work` (a message nobody waits for, such as a closing sent at teardown) in flight until it
 // completes, unless it already has; a failure counts as finished.
 void abandon_unless_completed(WorkPtr work);
+
+// Polls the abandoned operations until every one has finished (true) or `limit` has passed
+// (false). MPI must not be finalised under a transfer still in flight: a request left pending
+// keeps its communicator, and whatever the transfer reads or writes, alive for good.
+bool settle_abandoned_operations(std::chrono::milliseconds limit);
 
 // How many abandoned operations are still in flight, after releasing those that have finished
 // (for tests and diagnostics).

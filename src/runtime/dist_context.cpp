@@ -4,11 +4,13 @@
 #include "tensortree/dist_context.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <string>
 #include <tuple>
 #include <utility>
 
+#include "comm/abandoned_operations.hpp"
 #include "comm/agreement.hpp"
 #include "comm/group_state.hpp"
 #include "core/cuda_api.hpp"
@@ -33,6 +35,26 @@ void validate_new_group(const std::vector<int>& world_ranks, int world_size) {
   }
 }
 
+// Destroyed after every group of the context and before MPI is finalised: MPI must not be finalised
+// under a transfer still in flight (a closing a transport sends its peers as its group goes, a
+// receive it keeps posted for theirs), which would keep its communicator alive for good.
+class SettledBeforeFinalize {
+ public:
+  explicit SettledBeforeFinalize(std::chrono::milliseconds limit) : limit_(limit) {}
+  SettledBeforeFinalize(const SettledBeforeFinalize&) = delete;
+  SettledBeforeFinalize& operator=(const SettledBeforeFinalize&) = delete;
+  ~SettledBeforeFinalize() {
+    if (!skipped_) detail::settle_abandoned_operations(limit_);
+  }
+
+  // After an abort nothing in flight completes: MPI is left unfinalised instead.
+  void skip() { skipped_ = true; }
+
+ private:
+  std::chrono::milliseconds limit_;
+  bool skipped_ = false;
+};
+
 }  // namespace
 
 struct DistributedContext::State {
@@ -44,6 +66,7 @@ struct DistributedContext::State {
 
   // Declared first, destroyed last: MPI outlives every communicator below.
   detail::MpiEnvironment mpi;
+  SettledBeforeFinalize settled{options.timeout};
   // The context's own rounds (group creation), kept apart from the users' traffic on world.
   std::unique_ptr<detail::Bootstrap> control;
   std::shared_ptr<detail::TransportFactory> transports = std::make_shared<detail::DefaultTransportFactory>();
@@ -71,7 +94,9 @@ DistributedContext::DistributedContext(int* argc, char*** argv, GroupOptions opt
 DistributedContext::DistributedContext(GroupOptions options) : DistributedContext(nullptr, nullptr, options) {}
 
 DistributedContext::~DistributedContext() {
-  if (state_->world.is_aborted()) state_->mpi.leave_unfinalized();
+  if (!state_->world.is_aborted()) return;
+  state_->mpi.leave_unfinalized();
+  state_->settled.skip();
 }
 
 int DistributedContext::rank() const { return state_->world.rank(); }
