@@ -10,7 +10,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <ostream>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -25,6 +24,7 @@
 #include "tensortree/shape.hpp"
 #include "tensortree/storage.hpp"
 #include "tensortree/tensor.hpp"
+#include "tensortree/tree_options.hpp"
 
 namespace tensortree {
 
@@ -42,33 +42,7 @@ namespace detail {
 struct ConsolidationAccess;
 }  // namespace detail
 
-// One entry of TensorTree::from_nested: a leaf, or a sub-tree of entries that takes its parent's
-// batch_size. {"obs", obs}, {"next", {{"obs", next_obs}, {"reward", reward}}}.
-struct TT_API TreeInit {
-  TreeInit(std::string key, Tensor leaf) : key(std::move(key)), leaf(std::move(leaf)) {}
-  TreeInit(std::string key, std::initializer_list<TreeInit> children)
-      : key(std::move(key)), children(children), is_node(true) {}
-
-  std::string key;
-  Tensor leaf;
-  std::vector<TreeInit> children;
-  bool is_node = false;
-};
-
 struct TreeTransfer;
-
-// What keys() lists (TensorDict's keys(include_nested, leaves_only), named).
-struct KeysOptions {
-  bool include_nested = false;
-  bool leaves_only = false;
-};
-
-struct ConsolidateOptions {
-  std::optional<Device> device = {};  // default: the leaves' device
-  bool pinned = false;           // page-locked host buffer (CPU target only)
-  int threads = 0;               // 0: a sensible count for this machine
-  StoragePtr reuse = {};         // packs into this buffer when it is large enough and on the target device
-};
 
 // A value type: copying a tree copies its structure while the leaves share storage (like td.copy()).
 // Invariants, checked on every insert: each leaf's shape starts with its node's batch_size, and each
@@ -372,7 +346,8 @@ class TT_API TensorTree {
   // ---- communication: whole trees as single messages (tree_comm.cpp; wire format in transfer.hpp) --
   // Ranks are ranks of `group`; every leaf on one device. The contracts (receivers' layouts, the
   // buffer a consolidated receiver takes, copies of it that keep their values, what must stay
-  // alive) are in the README, "Moving whole trees". A failed receive (SchemaMismatch, corrupt header, wrong length) leaves the leaves as they were.
+  // alive) are in the README, "Moving whole trees". A failed receive (SchemaMismatch, corrupt header,
+  // wrong length) leaves the leaves as they were; the message it refused is dropped.
   void send(int dst, const Group& group, const CommOptions& options = {}) const;
   // The tree's values must stay unchanged until the Work completes.
   [[nodiscard]] WorkPtr isend(int dst, const Group& group, const CommOptions& options = {}) const;
@@ -511,71 +486,15 @@ class TT_API TensorTree {
   std::uint64_t structure_version_ = fresh_structure_version();
 };
 
-TT_API std::ostream& operator<<(std::ostream& os, const TensorTree& tree);
-
-// Operators for TensorTree's element-wise methods; a scalar may stand on either side.
-TT_API TensorTree operator+(const TensorTree& a, const TensorTree& b);
-TT_API TensorTree operator+(const TensorTree& a, Scalar b);
-TT_API TensorTree operator+(Scalar a, const TensorTree& b);
-TT_API TensorTree operator-(const TensorTree& a, const TensorTree& b);
-TT_API TensorTree operator-(const TensorTree& a, Scalar b);
-TT_API TensorTree operator-(Scalar a, const TensorTree& b);
-TT_API TensorTree operator*(const TensorTree& a, const TensorTree& b);
-TT_API TensorTree operator*(const TensorTree& a, Scalar b);
-TT_API TensorTree operator*(Scalar a, const TensorTree& b);
-TT_API TensorTree operator/(const TensorTree& a, const TensorTree& b);
-TT_API TensorTree operator/(const TensorTree& a, Scalar b);
-TT_API TensorTree operator/(Scalar a, const TensorTree& b);
-TT_API TensorTree operator-(const TensorTree& a);
-TT_API const TensorTree& operator+=(const TensorTree& a, const TensorTree& b);
-TT_API const TensorTree& operator+=(const TensorTree& a, Scalar b);
-TT_API const TensorTree& operator-=(const TensorTree& a, const TensorTree& b);
-TT_API const TensorTree& operator-=(const TensorTree& a, Scalar b);
-TT_API const TensorTree& operator*=(const TensorTree& a, const TensorTree& b);
-TT_API const TensorTree& operator*=(const TensorTree& a, Scalar b);
-TT_API const TensorTree& operator/=(const TensorTree& a, const TensorTree& b);
-TT_API const TensorTree& operator/=(const TensorTree& a, Scalar b);
-
 // What TensorTree::to(device, non_blocking) returns: auto [gpu, work] = td.to(dev, true).
 struct [[nodiscard]] TreeTransfer {
   TensorTree tree;
   WorkPtr work;
 };
 
-template <class Fn>
-void TensorTree::for_each_leaf(Fn&& fn) const {
-  Path path;
-  visit_leaves(path, fn);
-}
-
-template <class Fn>
-void TensorTree::for_each_node(Fn&& fn) const {
-  Path path;
-  visit_nodes(path, fn);
-}
-
-template <class Fn>
-void TensorTree::visit_leaves(Path& path, Fn& fn) const {
-  for (const Entry& entry : entries_) {
-    path.push_back(entry.key);
-    if (entry.node) {
-      entry.node->visit_leaves(path, fn);
-    } else {
-      fn(static_cast<const Path&>(path), entry.leaf);
-    }
-    path.pop_back();
-  }
-}
-
-template <class Fn>
-void TensorTree::visit_nodes(Path& path, Fn& fn) const {
-  fn(static_cast<const Path&>(path), *this);
-  for (const Entry& entry : entries_) {
-    if (!entry.node) continue;
-    path.push_back(entry.key);
-    entry.node->visit_nodes(path, fn);
-    path.pop_back();
-  }
-}
-
 }  // namespace tensortree
+
+// The operators (printing, and the element-wise methods: a + b, td * 2, td += other), and the
+// bodies of the member templates.
+#include "tensortree/tree_operators.hpp"
+#include "tensortree/tree_visit.hpp"

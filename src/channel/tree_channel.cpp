@@ -16,6 +16,7 @@
 #include "tensortree/transfer.hpp"
 #include "transport/ucx/ucx_link.hpp"
 #include "tree/consolidation_access.hpp"
+#include "tree/layout_difference.hpp"
 #include "tree_comm/tree_comm_internal.hpp"
 #include "tree_comm/wire.hpp"
 
@@ -361,9 +362,13 @@ void TreeChannel::recv_into(TensorTree& tree) {
   const std::shared_ptr<const Schema> mine = detail::layout_of(tree, Device::cpu()).schema;
   const ArrivedTree arrived = state_->guarded([&] { return state_->wait_tree(); });
   if (arrived.schema->fingerprint() != mine->fingerprint()) {
-    throw SchemaMismatch(fmt::format("TreeChannel::recv_into: the tree from {} has layout fingerprint {}; this "
-                                     "tree's is {}; the tree is unchanged",
-                                     peer(), arrived.schema->fingerprint(), mine->fingerprint()));
+    // The channel knows the sender's layout, so the error names the key rather than two fingerprints.
+    const std::string difference = detail::difference_text(*mine, *arrived.schema, "there");
+    throw SchemaMismatch(fmt::format("TreeChannel::recv_into: the tree from {} (layout {:#018x}) differs from this "
+                                     "tree (layout {:#018x}){}; this tree is unchanged, and the tree that came is "
+                                     "dropped (recv() takes trees of any layout)",
+                                     peer(), arrived.schema->fingerprint(), mine->fingerprint(),
+                                     difference.empty() ? std::string() : " " + difference));
   }
   detail::take_payload(tree, *arrived.schema, arrived.buffer, 0);
 }

@@ -37,10 +37,15 @@ void validate_new_group(const std::vector<int>& world_ranks, int world_size) {
 
 // Destroyed after every group of the context and before MPI is finalised: MPI must not be finalised
 // under a transfer still in flight (a closing a transport sends its peers as its group goes, a
-// receive it keeps posted for theirs), which would keep its communicator alive for good.
+// receive it keeps posted for theirs), which would keep its communicator alive for good. Those
+// complete within moments of their peers' teardown; what does not complete by `kSettleLimit` (a
+// receive from a peer that never sends, an operation of an aborted sub-group) never will, and is
+// left (a bounded leak) rather than holding the exit for the group's whole timeout.
 class SettledBeforeFinalize {
  public:
-  explicit SettledBeforeFinalize(std::chrono::milliseconds limit) : limit_(limit) {}
+  static constexpr std::chrono::milliseconds kSettleLimit{2000};
+
+  explicit SettledBeforeFinalize(std::chrono::milliseconds timeout) : limit_(std::min(timeout, kSettleLimit)) {}
   SettledBeforeFinalize(const SettledBeforeFinalize&) = delete;
   SettledBeforeFinalize& operator=(const SettledBeforeFinalize&) = delete;
   ~SettledBeforeFinalize() {

@@ -1,6 +1,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "comm/group_state.hpp"
@@ -147,6 +148,15 @@ int LayoutRegistry::announcer(std::uint64_t fingerprint) const {
 
 // ---- layout mismatches ----------------------------------------------------------------------------
 
+namespace {
+
+// Where a receiver has only the sender's fingerprint or length: how to learn the key.
+constexpr std::string_view kNamingTheKey =
+    "set TENSORTREE_DISTRIBUTED_DEBUG=DETAIL (or GroupOptions::debug_checks) on every rank, and recv names the "
+    "first key that differs";
+
+}  // namespace
+
 std::string layout_mismatch(const Group& group, std::string_view op, int sender, int tag, const Schema& mine,
                             std::optional<std::uint64_t> theirs) {
   const auto registry = LayoutRegistry::of(group);
@@ -156,13 +166,18 @@ std::string layout_mismatch(const Group& group, std::string_view op, int sender,
                         mine.fingerprint());
     const std::shared_ptr<const Schema> sent = registry->find(*theirs);
     const std::string difference = sent ? difference_text(mine, *sent, "there") : std::string();
-    text += difference.empty() ? "; this rank has not seen the sender's layout, so it cannot name the key that differs"
+    text += difference.empty() ? "; this rank has not seen the sender's layout, so it cannot name the key that "
+                                 "differs (" + std::string(kNamingTheKey) + ")"
                                : " " + difference;
   } else {
     text += fmt::format("the sender's tree is not of this tree's length ({} bytes, layout {:#018x}), so it is of "
-                        "another layout", mine.total_bytes(), mine.fingerprint());
+                        "another layout ({})", mine.total_bytes(), mine.fingerprint(), kNamingTheKey);
   }
-  text += "; this tree is unchanged. ";
+  // MPI's receives take a message whole (a longer one truncated), so a refused one is gone: saying
+  // so keeps a caller from waiting for it again.
+  text += fmt::format("; this tree is unchanged, and the message is dropped: the next recv from {} (tag {}) takes "
+                      "the message sent after it. ",
+                      rank_name(sender), tag);
   const int announcer = registry->announcer(mine.fingerprint());
   if (announcer >= 0 && (announcer == sender || sender < 0)) {
     return text + fmt::format("This tree's layout came from {}'s init_remote: a sender that changed its tree's batch "

@@ -121,6 +121,10 @@ TEST_CASE("weights reach every connected actor, a late one the current version f
       late_actor = std::make_unique<ThreadActor>(listener, [&](TreeChannel& channel) { late.take_until(channel, kLast, &learner_done); });
       channels.push_back(accept_one(listener));
       late_connected_at = version;
+      // The late actor's first version is the one current when it joined: offered until it went,
+      // however long the new link takes on a loaded machine, before the next is published.
+      const Clock::time_point joined_by = Clock::now() + 10s;
+      while (channels.back().stats().trees_sent == 0 && Clock::now() < joined_by) weights.offer_to(channels.back());
     }
     const Clock::time_point turn_ends = Clock::now() + 10ms;
     while (Clock::now() < turn_ends) {

@@ -330,7 +330,8 @@ TEST_CASE("recv into a tree of another layout names the first key that differs a
   CHECK_THAT(message, Catch::StartsWith("recv from rank 0 (tag 0): the sender's tree (layout "));
 }
 
-TEST_CASE("recv from a sender whose batch size changed after init_remote says to call init_remote again") {
+TEST_CASE("recv from a sender whose batch size changed after init_remote says to call init_remote again, or to "
+          "turn debug mode on to learn the key, and that the message is dropped") {
   std::string message;
   run(HostTransport::Auto, 2, [&](const Group& group) {
     const std::vector<LeafDef> longer = trajectory_of_batch(kB + 1);
@@ -350,7 +351,10 @@ TEST_CASE("recv from a sender whose batch size changed after init_remote says to
   INFO(message);
   CHECK_THAT(message, Catch::StartsWith("recv from rank 0 (tag 0): ") &&
                           Catch::Contains("This tree's layout came from rank 0's init_remote") &&
-                          Catch::Contains("must call init_remote again"));
+                          Catch::Contains("must call init_remote again") &&
+                          Catch::Contains("set TENSORTREE_DISTRIBUTED_DEBUG=DETAIL (or GroupOptions::debug_checks) "
+                                          "on every rank, and recv names the first key that differs") &&
+                          Catch::Contains("the message is dropped"));
 }
 
 TEST_CASE("broadcast into a tree of another layout names the first key that differs") {

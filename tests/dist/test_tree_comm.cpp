@@ -855,7 +855,7 @@ Tensor flipped(const Tensor& bytes, std::int64_t at) {
 }  // namespace
 
 TEST_CASE("recv rejects a tree of another layout but the same byte length: SchemaMismatch naming both "
-          "fingerprints, receiver unchanged",
+          "fingerprints, receiver unchanged, the message dropped and the next one received",
           "[tree_comm]") {
   const Group& world = context().world();
   if (!in_pair()) return;
@@ -866,6 +866,7 @@ TEST_CASE("recv rejects a tree of another layout but the same byte length: Schem
       if (world.rank() == 0) {
         CHECK(sender.consolidate().schema()->total_bytes() == build_tree(kTarget, kBatch, distinct(0, 1)).consolidate().schema()->total_bytes());
         sender.send(1, world, {.tag = 30});
+        build_tree(kTarget, kBatch, distinct(0, 45)).send(1, world, {.tag = 30});
         continue;
       }
       TensorTree into = build_tree(kTarget, kBatch, distinct(1, 41), {.consolidated = consolidated});
@@ -874,8 +875,12 @@ TEST_CASE("recv rejects a tree of another layout but the same byte length: Schem
       CHECK(error.thrown);
       CHECK(error.message.find(layout_name(into)) != std::string::npos);
       CHECK(error.message.find(layout_name(sender)) != std::string::npos);
+      CHECK(error.message.find("the message is dropped: the next recv from rank 0 (tag 30) takes the message sent "
+                               "after it") != std::string::npos);
       CHECK(tree_mismatch(into, kTarget, kBatch, distinct(1, 41)) == "");
       CHECK(into.is_consolidated() == consolidated);
+      into.recv(0, world, {.tag = 30});
+      CHECK(tree_mismatch(into, kTarget, kBatch, distinct(0, 45)) == "");
     }
   }
 }
@@ -909,7 +914,8 @@ TEST_CASE("in debug mode, recv into a tree of another layout names the first key
   }
 }
 
-TEST_CASE("recv rejects a tree of another byte length, shorter or longer, with SchemaMismatch, receiver unchanged",
+TEST_CASE("recv rejects a tree of another byte length, shorter or longer, with SchemaMismatch, receiver unchanged, "
+          "the message dropped and the next one received",
           "[tree_comm]") {
   const Group& world = context().world();
   if (!in_pair()) return;
@@ -922,11 +928,17 @@ TEST_CASE("recv rejects a tree of another byte length, shorter or longer, with S
       INFO(variant.name << ", receiver consolidated " << consolidated);
       if (world.rank() == 0) {
         build_tree(variant.defs, kBatch, distinct(0, 42)).send(1, world, {.tag = 31});
+        build_tree(kTarget, kBatch, distinct(0, 46)).send(1, world, {.tag = 31});
         continue;
       }
       TensorTree into = build_tree(kTarget, kBatch, distinct(1, 43), {.consolidated = consolidated});
-      CHECK(unless_thrown<SchemaMismatch>([&] { into.recv(0, world, {.tag = 31}); }) == "");
+      const Caught error = caught<SchemaMismatch>([&] { into.recv(0, world, {.tag = 31}); });
+      INFO(error.message);
+      CHECK(error.thrown);
+      CHECK(error.message.find("the message is dropped") != std::string::npos);
       CHECK(tree_mismatch(into, kTarget, kBatch, distinct(1, 43)) == "");
+      into.recv(0, world, {.tag = 31});
+      CHECK(tree_mismatch(into, kTarget, kBatch, distinct(0, 46)) == "");
     }
   }
 }
