@@ -1,0 +1,16 @@
+// The Python module `tensortree`: tensors and trees over the C++ library's public API, sharing
+// memory with PyTorch and NumPy through DLPack. Errors arrive as tensortree.Error's subclasses.
+#include <pybind11/pybind11.h>
+
+#include "errors.hpp"
+#include "tensor_binding.hpp"
+#include "tensortree/device.hpp"
+#include "tree_binding.hpp"
+
+PYBIND11_MODULE(tensortree, module) {
+  module.doc() = "TensorTree: nested batches of tensors moved between processes as single messages.";
+  module.attr("build_features") = tensortree::build_features();
+  tensortree::python::bind_errors(module);
+  tensortree::python::bind_tensor(module);
+  tensortree::python::bind_tree(module);
+}

@@ -1,0 +1,163 @@
+#include "tree_binding.hpp"
+
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tensor_binding.hpp"
+#include "tensortree/error.hpp"
+#include "tensortree/memmap.hpp"
+#include "tensortree/tree.hpp"
+
+namespace tensortree::python {
+
+namespace py = pybind11;
+
+namespace {
+
+Shape shape_from(const py::handle& sizes) {
+  if (py::isinstance<py::int_>(sizes)) return Shape{sizes.cast<std::int64_t>()};
+  Shape shape;
+  for (const py::handle size : sizes) shape.push_back(size.cast<std::int64_t>());
+  return shape;
+}
+
+// A key as Python names it: "obs", "next.obs" or ("next", "obs").
+Path path_from(const py::handle& key) {
+  if (py::isinstance<py::str>(key)) return parse_path(key.cast<std::string>());
+  if (py::isinstance<py::tuple>(key)) {
+    Path path;
+    for (const py::handle part : key) {
+      if (!py::isinstance<py::str>(part)) throw InvalidArgument("a tuple key holds strings only");
+      path.push_back(part.cast<std::string>());
+    }
+    return path;
+  }
+  throw InvalidArgument("a key is a string ('next.obs') or a tuple of strings (('next', 'obs')); batch indexing "
+                        "is not bound yet");
+}
+
+// The entries of `source` into `tree`: a nested dict becomes a sub-tree of the same batch size
+// (TensorDict's rule), anything else a leaf viewing its memory.
+void fill(TensorTree& tree, const py::dict& source) {
+  for (const auto& [key, value] : source) {
+    if (!py::isinstance<py::str>(key)) throw InvalidArgument("the keys of a tree's dict are strings");
+    const std::string name = key.cast<std::string>();
+    if (py::isinstance<py::dict>(value)) {
+      TensorTree child(tree.batch_size());
+      fill(child, value.cast<py::dict>());
+      tree.set(Path{name}, std::move(child));
+    } else if (py::isinstance<TensorTree>(value)) {
+      tree.set(Path{name}, value.cast<TensorTree>());
+    } else {
+      tree.set(Path{name}, tensor_from_python(value));
+    }
+  }
+}
+
+TensorTree tree_from_dict(const py::object& source, const py::object& batch_size) {
+  TensorTree tree(batch_size.is_none() ? Shape{} : shape_from(batch_size));
+  if (!source.is_none()) fill(tree, source.cast<py::dict>());
+  return tree;
+}
+
+// A nested key as TensorDict gives it: a string at the top, a tuple below.
+py::object key_object(const Path& path) {
+  if (path.size() == 1) return py::str(path.front());
+  return py::tuple(py::cast(path));
+}
+
+// A missing key is Python's KeyError (as in a dict and in TensorDict), with the library's message,
+// which lists the keys there are.
+py::object entry_at(const TensorTree& tree, const py::handle& key) {
+  const Path path = path_from(key);
+  try {
+    if (tree.is_leaf(path)) return py::cast(tree.get(path));
+    return py::cast(tree.subtree(path));
+  } catch (const InvalidArgument& missing) {
+    if (tree.contains(path)) throw;
+    throw py::key_error(missing.what());
+  }
+}
+
+py::dict to_dict(const TensorTree& tree) {
+  py::dict out;
+  for (const Path& key : tree.keys()) {
+    if (tree.is_leaf(key)) {
+      out[py::str(key.front())] = to_torch(tree.get(key));
+    } else {
+      out[py::str(key.front())] = to_dict(tree.subtree(key));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void bind_tree(py::module_& module) {
+  py::class_<TensorTree>(module, "TensorTree",
+                         "Nested, string-keyed tensors sharing a leading batch_size: TensorDict in C++. "
+                         "TensorTree({'obs': torch.zeros(4, 3), 'next': {'reward': numpy.ones(4)}}, "
+                         "batch_size=[4]) views the arrays' memory without copying.")
+      .def(py::init(&tree_from_dict), py::arg("source") = py::none(), py::arg("batch_size") = py::none())
+      .def_property_readonly("batch_size",
+                             [](const TensorTree& tree) {
+                               return py::tuple(py::cast(std::vector<std::int64_t>(tree.batch_size().begin(),
+                                                                                   tree.batch_size().end())));
+                             })
+      .def("__getitem__", &entry_at, py::arg("key"))
+      .def("__setitem__",
+           [](TensorTree& tree, const py::handle& key, const py::handle& value) {
+             if (py::isinstance<TensorTree>(value)) {
+               tree.set(path_from(key), value.cast<TensorTree>());
+             } else if (py::isinstance<py::dict>(value)) {
+               TensorTree child(tree.batch_size());
+               fill(child, value.cast<py::dict>());
+               tree.set(path_from(key), std::move(child));
+             } else {
+               tree.set(path_from(key), tensor_from_python(value));
+             }
+           })
+      .def("__delitem__", [](TensorTree& tree, const py::handle& key) { tree.erase(path_from(key)); })
+      .def("__contains__", [](const TensorTree& tree, const py::handle& key) { return tree.contains(path_from(key)); })
+      .def("__len__", &TensorTree::size)
+      .def("is_empty", &TensorTree::empty)
+      .def(
+          "keys",
+          [](const TensorTree& tree, bool include_nested, bool leaves_only) {
+            py::list keys;
+            for (const Path& key : tree.keys({.include_nested = include_nested, .leaves_only = leaves_only})) {
+              keys.append(key_object(key));
+            }
+            return keys;
+          },
+          py::arg("include_nested") = false, py::arg("leaves_only") = false,
+          "The keys, in insertion order: strings, and tuples for nested ones (TensorDict's keys()).")
+      .def("items",
+           [](const TensorTree& tree, bool include_nested, bool leaves_only) {
+             py::list items;
+             for (const Path& key : tree.keys({.include_nested = include_nested, .leaves_only = leaves_only})) {
+               items.append(py::make_tuple(key_object(key), entry_at(tree, py::tuple(py::cast(key)))));
+             }
+             return items;
+           },
+           py::arg("include_nested") = false, py::arg("leaves_only") = false)
+      .def("to_dict", &to_dict, "Nested dicts of torch tensors viewing this tree's memory (no copy).")
+      .def("consolidate", [](const TensorTree& tree) { return tree.consolidate(); },
+           py::call_guard<py::gil_scoped_release>(), "Every leaf packed into one buffer, in a new tree.")
+      .def_property_readonly("is_consolidated", &TensorTree::is_consolidated)
+      .def("clone", &TensorTree::clone, py::call_guard<py::gil_scoped_release>())
+      .def("memmap_",
+           [](TensorTree& tree, const std::filesystem::path& dir) -> TensorTree& { return tree.memmap_(dir); },
+           py::arg("prefix"), py::call_guard<py::gil_scoped_release>(), py::return_value_policy::reference_internal,
+           "Writes the tree in TensorDict's directory layout; its leaves then view the files.")
+      .def_static("load_memmap", [](const std::filesystem::path& dir) { return TensorTree::load_memmap(dir); },
+                  py::arg("prefix"), py::call_guard<py::gil_scoped_release>(),
+                  "A tree saved by memmap_ (or TensorDict's memmap), mapped lazily.")
+      .def("__repr__", &TensorTree::str);
+}
+
+}  // namespace tensortree::python
