@@ -138,16 +138,10 @@ TEST_CASE("meta.json matches TensorDict's layout field for field and character f
   CHECK(read_text(scratch / "td" / "meta.json") == root_text);
   CHECK(read_text(scratch / "td" / "next" / "meta.json") == next_text);
 
+  // Parsed, the file is the same object as TensorDict's text, key order too. (An ordered_json built
+  // from nested initializer lists here took ASan's build four minutes to compile.)
   using Json = nlohmann::ordered_json;
-  const Json expected_root = {
-      {"obs", {{"device", "cpu"}, {"shape", {2, 3}}, {"dtype", "torch.float32"}, {"is_nested", false}}},
-      {"next", {{"type", "TensorDict"}}},
-      {"done", {{"device", "cpu"}, {"shape", {2}}, {"dtype", "torch.bool"}, {"is_nested", false}}},
-      {"a/b", {{"device", "cpu"}, {"shape", {2}}, {"dtype", "torch.bfloat16"}, {"is_nested", false}}},
-      {"shape", {2}},
-      {"device", "cpu"},
-      {"_type", "<class 'tensordict._td.TensorDict'>"},
-  };
+  const Json expected_root = Json::parse(root_text);
   const Json parsed = Json::parse(read_text(scratch / "td" / "meta.json"));
   CHECK(parsed == expected_root);
   CHECK(parsed.dump() == expected_root.dump());  // key order too
