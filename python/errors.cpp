@@ -1,8 +1,7 @@
 #include "errors.hpp"
 
-#include <Python.h>
-
-#include <exception>
+#include <initializer_list>
+#include <string>
 
 #include "tensortree/error.hpp"
 
@@ -12,80 +11,35 @@ namespace py = pybind11;
 
 namespace {
 
-// The exception classes, created once with the module (they live as long as the interpreter).
-struct ErrorClasses {
-  PyObject* error = nullptr;
-  PyObject* invalid_argument = nullptr;
-  PyObject* schema_mismatch = nullptr;
-  PyObject* corrupt_data = nullptr;
-  PyObject* backend_error = nullptr;
-  PyObject* timeout = nullptr;
-  PyObject* peer_lost = nullptr;
-  PyObject* not_supported = nullptr;
-};
-
-ErrorClasses& classes() {
-  static ErrorClasses created;
-  return created;
-}
-
-// A class tensortree.<name> deriving from `bases` (a C++ error's class and the builtin its kind of
-// failure is caught as), added to `module`.
-PyObject* new_error_class(py::module_& module, const char* name, std::initializer_list<PyObject*> bases,
-                          const char* doc) {
+// tensortree.<name> for the C++ error `CppError`, deriving from `bases` (its parent's class and the
+// builtin its kind of failure is caught as). pybind11 raises it for CppError and what derives from
+// it; translators run newest first, so a class is registered after its parent's.
+template <class CppError>
+py::exception<CppError>& error_class(py::module_& module, const char* name, std::initializer_list<py::handle> bases,
+                                     const char* doc) {
   py::tuple base_tuple(bases.size());
   std::size_t index = 0;
-  for (PyObject* base : bases) base_tuple[index++] = py::reinterpret_borrow<py::object>(base);
-  const std::string qualified = std::string("tensortree.") + name;
-  PyObject* created = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, base_tuple.ptr(), nullptr);
-  if (created == nullptr) throw py::error_already_set();
-  module.add_object(name, py::reinterpret_borrow<py::object>(created));
+  for (const py::handle base : bases) base_tuple[index++] = py::reinterpret_borrow<py::object>(base);
+  auto& created = py::register_exception<CppError>(module, name, base_tuple);
+  created.attr("__doc__") = doc;
   return created;
-}
-
-void translate(std::exception_ptr thrown) {
-  const ErrorClasses& error = classes();
-  try {
-    std::rethrow_exception(thrown);
-  } catch (const SchemaMismatch& failure) {
-    PyErr_SetString(error.schema_mismatch, failure.what());
-  } catch (const InvalidArgument& failure) {
-    PyErr_SetString(error.invalid_argument, failure.what());
-  } catch (const CorruptData& failure) {
-    PyErr_SetString(error.corrupt_data, failure.what());
-  } catch (const Timeout& failure) {
-    PyErr_SetString(error.timeout, failure.what());
-  } catch (const PeerLost& failure) {
-    PyErr_SetString(error.peer_lost, failure.what());
-  } catch (const NotSupported& failure) {
-    PyErr_SetString(error.not_supported, failure.what());
-  } catch (const BackendError& failure) {
-    PyErr_SetString(error.backend_error, failure.what());
-  } catch (const Error& failure) {
-    PyErr_SetString(error.error, failure.what());
-  }
 }
 
 }  // namespace
 
 void bind_errors(py::module_& module) {
-  ErrorClasses& error = classes();
-  error.error = new_error_class(module, "Error", {PyExc_Exception}, "Every error tensortree raises.");
-  error.invalid_argument = new_error_class(module, "InvalidArgument", {error.error, PyExc_ValueError},
-                                           "An argument the call cannot take.");
-  error.schema_mismatch = new_error_class(module, "SchemaMismatch", {error.error, PyExc_ValueError},
-                                          "Two sides disagree on a tree's layout; the message names the key.");
-  error.corrupt_data = new_error_class(module, "CorruptData", {error.error, PyExc_ValueError},
-                                       "Bytes from a peer or a file that fail their checks.");
-  error.backend_error = new_error_class(module, "BackendError", {error.error, PyExc_RuntimeError},
-                                        "A transport or engine failed.");
-  error.timeout = new_error_class(module, "Timeout", {error.error, PyExc_TimeoutError},
-                                  "A bounded wait ran out.");
-  error.peer_lost = new_error_class(module, "PeerLost", {error.error, PyExc_ConnectionError},
-                                    "The process on the other side is gone.");
-  error.not_supported = new_error_class(module, "NotSupported", {error.error, PyExc_NotImplementedError},
-                                        "Not available in this build or on this device.");
-  py::register_exception_translator(&translate);
+  const py::handle error = error_class<Error>(module, "Error", {PyExc_Exception}, "Every error tensortree raises.");
+  error_class<InvalidArgument>(module, "InvalidArgument", {error, PyExc_ValueError},
+                               "An argument the call cannot take.");
+  error_class<SchemaMismatch>(module, "SchemaMismatch", {error, PyExc_ValueError},
+                              "Two sides disagree on a tree's layout; the message names the key.");
+  error_class<CorruptData>(module, "CorruptData", {error, PyExc_ValueError},
+                           "Bytes from a peer or a file that fail their checks.");
+  error_class<BackendError>(module, "BackendError", {error, PyExc_RuntimeError}, "A transport or engine failed.");
+  error_class<Timeout>(module, "Timeout", {error, PyExc_TimeoutError}, "A bounded wait ran out.");
+  error_class<PeerLost>(module, "PeerLost", {error, PyExc_ConnectionError}, "The process on the other side is gone.");
+  error_class<NotSupported>(module, "NotSupported", {error, PyExc_NotImplementedError},
+                            "Not available in this build or on this device.");
 }
 
 }  // namespace tensortree::python

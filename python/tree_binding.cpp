@@ -40,21 +40,26 @@ Path path_from(const py::handle& key) {
                         "is not bound yet");
 }
 
-// The entries of `source` into `tree`: a nested dict becomes a sub-tree of the same batch size
-// (TensorDict's rule), anything else a leaf viewing its memory.
+void fill(TensorTree& tree, const py::dict& source);
+
+// `value` at `path`: a tree as it is, a nested dict as a sub-tree of the same batch size
+// (TensorDict's rule), anything else as a leaf viewing its memory.
+void set_entry(TensorTree& tree, const Path& path, const py::handle& value) {
+  if (py::isinstance<TensorTree>(value)) {
+    tree.set(path, value.cast<TensorTree>());
+  } else if (py::isinstance<py::dict>(value)) {
+    TensorTree child(tree.batch_size());
+    fill(child, value.cast<py::dict>());
+    tree.set(path, std::move(child));
+  } else {
+    tree.set(path, tensor_from_python(value));
+  }
+}
+
 void fill(TensorTree& tree, const py::dict& source) {
   for (const auto& [key, value] : source) {
     if (!py::isinstance<py::str>(key)) throw InvalidArgument("the keys of a tree's dict are strings");
-    const std::string name = key.cast<std::string>();
-    if (py::isinstance<py::dict>(value)) {
-      TensorTree child(tree.batch_size());
-      fill(child, value.cast<py::dict>());
-      tree.set(Path{name}, std::move(child));
-    } else if (py::isinstance<TensorTree>(value)) {
-      tree.set(Path{name}, value.cast<TensorTree>());
-    } else {
-      tree.set(Path{name}, tensor_from_python(value));
-    }
+    set_entry(tree, Path{key.cast<std::string>()}, value);
   }
 }
 
@@ -111,15 +116,7 @@ void bind_tree(py::module_& module) {
       .def("__getitem__", &entry_at, py::arg("key"))
       .def("__setitem__",
            [](TensorTree& tree, const py::handle& key, const py::handle& value) {
-             if (py::isinstance<TensorTree>(value)) {
-               tree.set(path_from(key), value.cast<TensorTree>());
-             } else if (py::isinstance<py::dict>(value)) {
-               TensorTree child(tree.batch_size());
-               fill(child, value.cast<py::dict>());
-               tree.set(path_from(key), std::move(child));
-             } else {
-               tree.set(path_from(key), tensor_from_python(value));
-             }
+             set_entry(tree, path_from(key), value);
            })
       .def("__delitem__", [](TensorTree& tree, const py::handle& key) { tree.erase(path_from(key)); })
       .def("__contains__", [](const TensorTree& tree, const py::handle& key) { return tree.contains(path_from(key)); })
