@@ -60,6 +60,24 @@ std::tuple<int, int> dlpack_device(const Tensor& tensor) {
   return {static_cast<int>(kDLCUDA), device.index()};
 }
 
+// The same memory and layout read as `dtype` (bool and uint8 share their bytes).
+Tensor retyped(const Tensor& tensor, DType dtype) {
+  return Tensor(tensor.storage(), tensor.byte_offset(), dtype, tensor.shape(), tensor.strides());
+}
+
+// torch 1.13 and NumPy 1.24 export no bool array through DLPack (nor import one): their bool
+// arrays cross as their uint8 bytes, retyped on the other side.
+bool is_bool_array(const py::handle& source) {
+  if (!py::hasattr(source, "dtype")) return false;
+  const std::string dtype = py::str(source.attr("dtype"));
+  return dtype == "torch.bool" || dtype == "bool";
+}
+
+py::object uint8_type_of(const py::handle& source) {
+  const std::string module = py::str(py::type::of(source).attr("__module__"));
+  return py::module_::import(module.rfind("torch", 0) == 0 ? "torch" : "numpy").attr("uint8");
+}
+
 }  // namespace
 
 Tensor tensor_from_python(const py::handle& source) {
@@ -69,14 +87,20 @@ Tensor tensor_from_python(const py::handle& source) {
     throw InvalidArgument("from_dlpack: a " + std::string(py::str(py::type::of(source).attr("__name__"))) +
                           " is neither a tensortree.Tensor nor has __dlpack__ (a torch tensor, a NumPy array)");
   }
-  const py::object capsule = source.attr("__dlpack__")();
-  return tensor_from_capsule(capsule);
+  if (is_bool_array(source)) {
+    const py::object bytes = source.attr("view")(uint8_type_of(source));
+    return retyped(tensor_from_capsule(bytes.attr("__dlpack__")()), DType::Bool);
+  }
+  return tensor_from_capsule(source.attr("__dlpack__")());
 }
 
 py::object to_torch(const Tensor& tensor) {
   // Never destroyed: a static py::object would be released after the interpreter has finalised.
-  static const auto* const from_dlpack = new py::object(py::module_::import("torch").attr("from_dlpack"));
-  return (*from_dlpack)(dlpack_capsule(tensor));
+  static const auto* const torch = new py::module_(py::module_::import("torch"));
+  if (tensor.dtype() == DType::Bool) {
+    return torch->attr("from_dlpack")(dlpack_capsule(retyped(tensor, DType::UInt8))).attr("view")(torch->attr("bool"));
+  }
+  return torch->attr("from_dlpack")(dlpack_capsule(tensor));
 }
 
 void bind_tensor(py::module_& module) {

@@ -11,6 +11,7 @@
 #include "tensortree/error.hpp"
 #include "tensortree/memmap.hpp"
 #include "tensortree/tree.hpp"
+#include "tree_ops_binding.hpp"
 
 namespace tensortree::python {
 
@@ -25,6 +26,16 @@ Shape shape_from(const py::handle& sizes) {
   return shape;
 }
 
+// A string or a tuple of strings names an entry; anything else indexes the batch.
+bool is_key(const py::handle& key) {
+  if (py::isinstance<py::str>(key)) return true;
+  if (!py::isinstance<py::tuple>(key) || py::len(key) == 0) return false;
+  for (const py::handle part : key) {
+    if (!py::isinstance<py::str>(part)) return false;
+  }
+  return true;
+}
+
 // A key as Python names it: "obs", "next.obs" or ("next", "obs").
 Path path_from(const py::handle& key) {
   if (py::isinstance<py::str>(key)) return parse_path(key.cast<std::string>());
@@ -36,8 +47,7 @@ Path path_from(const py::handle& key) {
     }
     return path;
   }
-  throw InvalidArgument("a key is a string ('next.obs') or a tuple of strings (('next', 'obs')); batch indexing "
-                        "is not bound yet");
+  throw InvalidArgument("a key is a string ('next.obs') or a tuple of strings (('next', 'obs'))");
 }
 
 void fill(TensorTree& tree, const py::dict& source);
@@ -63,10 +73,17 @@ void fill(TensorTree& tree, const py::dict& source) {
   }
 }
 
-TensorTree tree_from_dict(const py::object& source, const py::object& batch_size) {
-  TensorTree tree(batch_size.is_none() ? Shape{} : shape_from(batch_size));
-  if (!source.is_none()) fill(tree, source.cast<py::dict>());
-  return tree;
+// The first dimension of the first leaf in `source` (a nested dict), the batch size a trajectory of
+// T steps has; InvalidArgument when there is no leaf or it has no dimension.
+Shape leading_dimension(const py::dict& source) {
+  for (const auto& [key, value] : source) {
+    if (py::isinstance<py::dict>(value)) return leading_dimension(value.cast<py::dict>());
+    const Tensor leaf = tensor_from_python(value);
+    if (leaf.dim() == 0) break;
+    return Shape{leaf.size(0)};
+  }
+  throw InvalidArgument("a dict without batch_size needs a first leaf with a dimension, its batch size; pass "
+                        "batch_size=[...]");
 }
 
 // A nested key as TensorDict gives it: a string at the top, a tuple below.
@@ -78,6 +95,7 @@ py::object key_object(const Path& path) {
 // A missing key is Python's KeyError (as in a dict and in TensorDict), with the library's message,
 // which lists the keys there are.
 py::object entry_at(const TensorTree& tree, const py::handle& key) {
+  if (!is_key(key)) return py::cast(batch_index(tree, key));
   const Path path = path_from(key);
   try {
     if (tree.is_leaf(path)) return py::cast(tree.get(path));
@@ -88,26 +106,36 @@ py::object entry_at(const TensorTree& tree, const py::handle& key) {
   }
 }
 
-py::dict to_dict(const TensorTree& tree) {
-  py::dict out;
-  for (const Path& key : tree.keys()) {
-    if (tree.is_leaf(key)) {
-      out[py::str(key.front())] = to_torch(tree.get(key));
-    } else {
-      out[py::str(key.front())] = to_dict(tree.subtree(key));
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
+TensorTree tree_from_python(const py::handle& source, const py::handle& batch_size) {
+  if (py::isinstance<TensorTree>(source)) return source.cast<TensorTree>();
+  if (!source.is_none() && !py::isinstance<py::dict>(source)) {
+    throw InvalidArgument("a tree is a tensortree.TensorTree or a dict of arrays, not a " +
+                          std::string(py::str(py::type::of(source).attr("__name__"))));
+  }
+  const bool infer = batch_size.is_none() && !source.is_none();
+  TensorTree tree(infer ? leading_dimension(source.cast<py::dict>())
+                        : batch_size.is_none() ? Shape{} : shape_from(batch_size));
+  if (!source.is_none()) fill(tree, source.cast<py::dict>());
+  return tree;
+}
+
+TensorTree params_from_python(const py::handle& source) {
+  return tree_from_python(source, py::isinstance<TensorTree>(source) ? py::object(py::none()) : py::object(py::list()));
+}
+
 void bind_tree(py::module_& module) {
-  py::class_<TensorTree>(module, "TensorTree",
+  py::class_<TensorTree> tree_class(module, "TensorTree",
                          "Nested, string-keyed tensors sharing a leading batch_size: TensorDict in C++. "
                          "TensorTree({'obs': torch.zeros(4, 3), 'next': {'reward': numpy.ones(4)}}, "
-                         "batch_size=[4]) views the arrays' memory without copying.")
-      .def(py::init(&tree_from_dict), py::arg("source") = py::none(), py::arg("batch_size") = py::none())
+                         "batch_size=[4]) views the arrays' memory without copying.");
+  tree_class
+      .def(py::init([](const py::object& source, const py::object& batch_size) {
+             if (source.is_none() || !batch_size.is_none()) return tree_from_python(source, batch_size);
+             throw InvalidArgument("TensorTree(dict, batch_size=[...]): give the batch size");
+           }),
+           py::arg("source") = py::none(), py::arg("batch_size") = py::none())
       .def_property_readonly("batch_size",
                              [](const TensorTree& tree) {
                                return py::tuple(py::cast(std::vector<std::int64_t>(tree.batch_size().begin(),
@@ -142,7 +170,7 @@ void bind_tree(py::module_& module) {
              return items;
            },
            py::arg("include_nested") = false, py::arg("leaves_only") = false)
-      .def("to_dict", &to_dict, "Nested dicts of torch tensors viewing this tree's memory (no copy).")
+      .def("to_dict", &tree_to_dict, "Nested dicts of torch tensors viewing this tree's memory (no copy).")
       .def("consolidate", [](const TensorTree& tree) { return tree.consolidate(); },
            py::call_guard<py::gil_scoped_release>(), "Every leaf packed into one buffer, in a new tree.")
       .def_property_readonly("is_consolidated", &TensorTree::is_consolidated)
@@ -155,6 +183,7 @@ void bind_tree(py::module_& module) {
                   py::arg("prefix"), py::call_guard<py::gil_scoped_release>(),
                   "A tree saved by memmap_ (or TensorDict's memmap), mapped lazily.")
       .def("__repr__", &TensorTree::str);
+  bind_tree_ops(tree_class, module);
 }
 
 }  // namespace tensortree::python

@@ -1,0 +1,129 @@
+#include "channel_binding.hpp"
+
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "conversions.hpp"
+#include "tensortree/channel_weights.hpp"
+#include "tensortree/tree_channel.hpp"
+#include "tree_binding.hpp"
+
+namespace tensortree::python {
+
+namespace py = pybind11;
+
+namespace {
+
+ChannelOptions channel_options(double timeout, std::uint64_t max_tree_bytes) {
+  return {.timeout = milliseconds_from(timeout, "channel timeout"), .max_tree_bytes = max_tree_bytes};
+}
+
+// `call(channel, tree)` on a tree given as a TensorTree or a dict (its batch size inferred), with
+// the GIL released while the channel works.
+template <class Call>
+auto with_tree(Call call) {
+  return [call](TreeChannel& channel, const py::handle& source) {
+    const TensorTree tree = tree_from_python(source, py::none());
+    py::gil_scoped_release unlocked;
+    call(channel, tree);
+  };
+}
+
+void bind_channel(py::module_& module) {
+  py::class_<ChannelStats>(module, "ChannelStats")
+      .def_readonly("schemas_sent", &ChannelStats::schemas_sent)
+      .def_readonly("trees_sent", &ChannelStats::trees_sent)
+      .def_readonly("keepalives_sent", &ChannelStats::keepalives_sent)
+      .def_readonly("schemas_received", &ChannelStats::schemas_received)
+      .def_readonly("trees_received", &ChannelStats::trees_received)
+      .def_readonly("keepalives_received", &ChannelStats::keepalives_received);
+  py::class_<TreeChannel>(module, "TreeChannel",
+                          "Whole trees to and from one peer process, any node; its failures are its own "
+                          "(PeerLost, Timeout, CorruptData, SchemaMismatch).")
+      .def_static("connect",
+                  [](const std::string& address, double timeout, std::uint64_t max_tree_bytes) {
+                    const ChannelOptions options = channel_options(timeout, max_tree_bytes);
+                    py::gil_scoped_release unlocked;
+                    return TreeChannel::connect(address, options);
+                  },
+                  py::arg("address"), py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34)
+      .def("send", with_tree([](TreeChannel& channel, const TensorTree& tree) { channel.send(tree); }), py::arg("tree"))
+      .def("post", with_tree([](TreeChannel& channel, const TensorTree& tree) { channel.post(tree); }), py::arg("tree"),
+           "Sends without waiting; a newer post replaces one not yet on its way.")
+      .def("flush",
+           [](TreeChannel& channel, double wait) {
+             const auto bound = milliseconds_from(wait, "flush wait");
+             py::gil_scoped_release unlocked;
+             return channel.flush(bound);
+           },
+           py::arg("wait") = 0.0)
+      .def("keepalive", &TreeChannel::keepalive, py::call_guard<py::gil_scoped_release>())
+      .def("recv", &TreeChannel::recv, py::call_guard<py::gil_scoped_release>())
+      .def("try_recv",
+           [](TreeChannel& channel, double wait) {
+             const auto bound = milliseconds_from(wait, "try_recv wait");
+             py::gil_scoped_release unlocked;
+             return channel.try_recv(bound);
+           },
+           py::arg("wait") = 0.0, "The next tree, or None when none arrived within `wait` seconds.")
+      .def("recv_into", &TreeChannel::recv_into, py::arg("tree"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("is_open", &TreeChannel::is_open)
+      .def("close", &TreeChannel::close, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("peer", &TreeChannel::peer)
+      .def_property_readonly("stats", &TreeChannel::stats);
+  py::class_<TreeListener>(module, "TreeListener", "Where a learner accepts actors' channels.")
+      .def_static("bind",
+                  [](const std::string& address, double timeout, std::uint64_t max_tree_bytes) {
+                    const ChannelOptions options = channel_options(timeout, max_tree_bytes);
+                    py::gil_scoped_release unlocked;
+                    return TreeListener::bind(address, options);
+                  },
+                  py::arg("address") = ":0", py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34)
+      .def_property_readonly("address", &TreeListener::address)
+      .def("accept",
+           [](TreeListener& listener, double wait) {
+             const auto bound = milliseconds_from(wait, "accept wait");
+             py::gil_scoped_release unlocked;
+             return listener.accept(bound);
+           },
+           py::arg("wait") = 0.0, "The next channel an actor opened, or None.");
+}
+
+void bind_channel_weights(py::module_& module) {
+  py::class_<ChannelWeightPublisher>(module, "ChannelWeightPublisher",
+                                     "Weight versions to actors over their channels, newest only.")
+      .def(py::init<>())
+      .def("publish",
+           [](ChannelWeightPublisher& publisher, const py::handle& params, std::optional<std::uint64_t> version) {
+             const TensorTree tree = params_from_python(params);
+             py::gil_scoped_release unlocked;
+             return version ? publisher.publish(tree, *version) : publisher.publish(tree);
+           },
+           py::arg("params"), py::arg("version") = py::none())
+      .def_property_readonly("version", &ChannelWeightPublisher::version)
+      .def("offer_to", &ChannelWeightPublisher::offer_to, py::arg("channel"), py::call_guard<py::gil_scoped_release>());
+  module.def("take_newest_weights",
+             [](TreeChannel& channel, double wait) -> std::optional<std::pair<std::uint64_t, TensorTree>> {
+               const auto bound = milliseconds_from(wait, "take_newest_weights wait");
+               std::optional<ChannelWeights> newest;
+               {
+                 py::gil_scoped_release unlocked;
+                 newest = take_newest_weights(channel, bound);
+               }
+               if (!newest) return std::nullopt;
+               return std::make_pair(newest->version, std::move(newest->params));
+             },
+             py::arg("channel"), py::arg("wait") = 0.0, "(version, params) of the newest version that arrived, or None.");
+}
+
+}  // namespace
+
+void bind_channels(py::module_& module) {
+  bind_channel(module);
+  bind_channel_weights(module);
+}
+
+}  // namespace tensortree::python
