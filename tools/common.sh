@@ -8,10 +8,12 @@ readonly MAIN_PACKAGES=(
   meson ninja-build pkg-config g++ catch2 libboost-serialization-dev libopenmpi-dev openmpi-bin
   libxxhash-dev libdlpack-dev libtbb-dev nlohmann-json3-dev libcli11-dev libfmt-dev cmake libucx-dev
 )
+# The Python module and its learner: pybind11 with Debian's Python, NumPy, PyTorch and pytest. The
+# main job installs them only with --python.
+readonly PYTHON_PACKAGES=(pybind11-dev python3-dev python3-numpy python3-pytest python3-torch)
 # What only the whole suite needs: libtorch for the bridge's tests and example (hundreds of
-# packages, which the main job never uses), and pybind11 with Debian's Python, NumPy, PyTorch and
-# pytest for the Python module and its tests.
-readonly TEST_PACKAGES=(libtorch-dev pybind11-dev python3-dev python3-numpy python3-pytest python3-torch)
+# packages, which the main job never uses), and the Python packages.
+readonly TEST_PACKAGES=(libtorch-dev "${PYTHON_PACKAGES[@]}")
 # The options of build/, the directory both scripts build: everything this machine has.
 readonly MAIN_BUILD_OPTIONS=(-Dbuildtype=release -Db_sanitize=none -Dcuda=auto -Dnccl=auto -Dmpi=auto
   -Dpkgconfig.relocatable=true)

@@ -27,6 +27,8 @@ struct Options {
   std::int64_t max_lag = 8;         // rows acted with an older version are dropped (and counted)
   std::int64_t params = 1 << 16;    // float32 elements of the published weights
   double channel_timeout = 3;       // seconds: a remote actor silent this long has its channel ended
+  std::string python_learner;       // a Python learner (examples/python/learner.py) run by
+                                    // /usr/bin/python3 in place of this program's; local actors only
   // A child's role, set by the launcher on the command lines it spawns.
   std::string role;        // "", "learner", "actor" or "remote-actor"
   std::string name;        // the shared objects' common name

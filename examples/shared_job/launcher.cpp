@@ -129,6 +129,14 @@ std::vector<std::string> Run::command(std::vector<std::string> role) const {
 
 void Run::start_learner() {
   std::vector<std::string> role{"--role", "learner"};
+  if (!o_.python_learner.empty()) {
+    // Debian's interpreter, the one that sees Debian's torch; the run's flags as for our own learner.
+    std::vector<std::string> line = command(role);
+    line.front() = o_.python_learner;
+    line.insert(line.begin(), "/usr/bin/python3");
+    learner_ = {"learner (Python)", spawn(line)};
+    return;
+  }
   if (site_) role.insert(role.end(), {"--listen", site_->listen});
   learner_ = {"learner", spawn(command(role), site_ ? site_->learner_env : std::vector<std::string>{})};
 }

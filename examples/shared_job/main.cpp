@@ -51,6 +51,10 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--channel-timeout", o.channel_timeout,
                  "seconds a remote actor's channel may stay silent before the learner ends it")
       ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--python-learner", o.python_learner,
+                 "run this Python learner (examples/python/learner.py) with /usr/bin/python3 in place of the C++ "
+                 "one; PYTHONPATH must name the tensortree module (build/python)")
+      ->check(CLI::ExistingFile);
   // Set by the launcher on its children's command lines.
   app.add_option("--role", o.role)->check(CLI::IsMember({"learner", "actor", "remote-actor"}))->group("");
   app.add_option("--name", o.name)->group("");
@@ -67,6 +71,10 @@ int main(int argc, char** argv) {
   Options o;
   add_flags(app, o);
   CLI11_PARSE(app, argc, argv);
+  if (!o.python_learner.empty() && o.remote_actors > 0) {
+    std::fprintf(stderr, "shared_job: --python-learner takes local actors only (no --remote-actors)\n");
+    return 2;
+  }
   try {
     if (o.role == "learner") return run_learner(o);
     if (o.role == "actor") return run_actor(o);
