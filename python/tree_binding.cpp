@@ -106,6 +106,31 @@ py::object entry_at(const TensorTree& tree, const py::handle& key) {
   }
 }
 
+// The dict levels of `nested` copied, the tensors shared: the caller may change its dict.
+py::dict copy_levels(const py::dict& nested) {
+  py::dict out;
+  for (const auto& [key, value] : nested) {
+    out[key] = py::isinstance<py::dict>(value) ? py::object(copy_levels(value.cast<py::dict>()))
+                                               : py::reinterpret_borrow<py::object>(value);
+  }
+  return out;
+}
+
+// to_dict: a torch tensor costs microseconds to make (torch 1.13), so the views are kept on the
+// Python object with the structure version they were made for, which changes with any entry set,
+// erased or rebound anywhere in the tree (in-place writes keep it, and the views stay right).
+py::dict cached_to_dict(const py::object& self) {
+  const auto& tree = self.cast<const TensorTree&>();
+  static const auto* const cache_name = new py::str("_torch_views");
+  const py::object cached = py::getattr(self, *cache_name, py::none());
+  if (!cached.is_none() && cached[py::int_(0)].cast<std::uint64_t>() == tree.structure_version()) {
+    return copy_levels(cached[py::int_(1)].cast<py::dict>());
+  }
+  const py::dict views = tree_to_dict(tree);
+  self.attr(*cache_name) = py::make_tuple(tree.structure_version(), views);
+  return copy_levels(views);
+}
+
 }  // namespace
 
 TensorTree tree_from_python(const py::handle& source, const py::handle& batch_size) {
@@ -126,7 +151,7 @@ TensorTree params_from_python(const py::handle& source) {
 }
 
 void bind_tree(py::module_& module) {
-  py::class_<TensorTree> tree_class(module, "TensorTree",
+  py::class_<TensorTree> tree_class(module, "TensorTree", py::dynamic_attr(),
                          "Nested, string-keyed tensors sharing a leading batch_size: TensorDict in C++. "
                          "TensorTree({'obs': torch.zeros(4, 3), 'next': {'reward': numpy.ones(4)}}, "
                          "batch_size=[4]) views the arrays' memory without copying.");
@@ -170,7 +195,9 @@ void bind_tree(py::module_& module) {
              return items;
            },
            py::arg("include_nested") = false, py::arg("leaves_only") = false)
-      .def("to_dict", &tree_to_dict, "Nested dicts of torch tensors viewing this tree's memory (no copy).")
+      .def("to_dict", &cached_to_dict,
+           "Nested dicts of torch tensors viewing this tree's memory (no copy). The tensors are made once per "
+           "structure of the tree and given again while it is unchanged, as TensorDict gives its own.")
       .def("consolidate", [](const TensorTree& tree) { return tree.consolidate(); },
            py::call_guard<py::gil_scoped_release>(), "Every leaf packed into one buffer, in a new tree.")
       .def_property_readonly("is_consolidated", &TensorTree::is_consolidated)

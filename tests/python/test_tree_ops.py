@@ -126,3 +126,16 @@ def test_tensordict_round_trip_when_it_is_installed():
     assert td["obs"].data_ptr() == tree["obs"].data_ptr()
     back = tensortree.TensorTree.from_tensordict(td)
     expect_values(back, 8)
+
+
+def test_to_dict_gives_the_same_views_until_the_tree_changes():
+    tree = ranked_tree(2)
+    first, second = tree.to_dict(), tree.to_dict()
+    assert first is not second and first["next"] is not second["next"]
+    assert first["obs"] is second["obs"]  # as TensorDict gives its own tensors
+    first["extra"] = 1
+    assert "extra" not in tree.to_dict()
+    tree["obs"] = torch.ones(4, 3)
+    assert torch.equal(tree.to_dict()["obs"], torch.ones(4, 3))
+    tree["next", "reward"] = numpy.zeros(4)
+    assert torch.equal(tree.to_dict()["next"]["reward"], torch.zeros(4, dtype=torch.float64))
