@@ -33,7 +33,7 @@ auto with_tree(Call call) {
 }
 
 void bind_channel(py::module_& module) {
-  py::class_<ChannelStats>(module, "ChannelStats")
+  py::class_<ChannelStats>(module, "ChannelStats", "What a channel moved, counted per message.")
       .def_readonly("schemas_sent", &ChannelStats::schemas_sent)
       .def_readonly("trees_sent", &ChannelStats::trees_sent)
       .def_readonly("keepalives_sent", &ChannelStats::keepalives_sent)

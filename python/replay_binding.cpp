@@ -227,7 +227,7 @@ void bind_rate_limiter(py::module_& module) {
 void bind_replay(py::module_& module) {
   bind_samplers(module);
   bind_rate_limiter(module);
-  py::class_<CheckpointInfo>(module, "CheckpointInfo")
+  py::class_<CheckpointInfo>(module, "CheckpointInfo", "What a checkpoint holds: the counts it noted and its rows.")
       .def_readonly("inserted", &CheckpointInfo::inserted)
       .def_readonly("sampled", &CheckpointInfo::sampled)
       .def_readonly("rows", &CheckpointInfo::rows);

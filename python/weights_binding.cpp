@@ -75,7 +75,7 @@ void bind_policy_version(py::module_& module) {
              },
              py::arg("trajectory"), py::arg("version"), py::arg("key") = kPolicyVersionKey,
              "Sets leaf `key` to an int64 tensor of the batch size holding `version` everywhere.");
-  py::class_<PolicyLag>(module, "PolicyLag")
+  py::class_<PolicyLag>(module, "PolicyLag", "The policy lag drop_stale_rows saw in one batch.")
       .def_readonly("rows", &PolicyLag::rows)
       .def_readonly("dropped", &PolicyLag::dropped)
       .def_readonly("max_lag", &PolicyLag::max_lag)
