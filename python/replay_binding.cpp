@@ -149,14 +149,24 @@ std::unique_ptr<PyReplayBuffer> open(const std::string& name, const Sampler& sam
   return std::make_unique<PyReplayBuffer>(ReplayBuffer::open(place, handle), sampler);
 }
 
+// A Python subclass of Sampler (a C++ type of its own) whose constructor takes no argument.
+template <class Subclass>
+void bind_plain_sampler(py::module_& module, const char* name, SamplerKind kind, const char* doc) {
+  py::class_<Subclass, Sampler>(module, name, doc).def(py::init([kind] {
+    Subclass sampler;
+    sampler.kind = kind;
+    return sampler;
+  }));
+}
+
 void bind_samplers(py::module_& module) {
   py::class_<Sampler>(module, "Sampler", "How sample() draws rows; construct one of its subclasses.")
       .def_readonly("alpha", &Sampler::alpha)
       .def_readonly("beta", &Sampler::beta)
       .def("__repr__", &Sampler::describe);
   struct RandomSampler : Sampler {};
-  py::class_<RandomSampler, Sampler>(module, "RandomSampler", "Every row equally likely, with replacement.")
-      .def(py::init<>());
+  bind_plain_sampler<RandomSampler>(module, "RandomSampler", SamplerKind::Uniform,
+                                    "Every row equally likely, with replacement.");
   struct PrioritizedSampler : Sampler {};
   py::class_<PrioritizedSampler, Sampler>(
       module, "PrioritizedSampler",
@@ -185,21 +195,11 @@ void bind_samplers(py::module_& module) {
            }),
            py::kw_only(), py::arg("slice_len"), py::arg("traj_key") = "trajectory");
   struct SamplerWithoutReplacement : Sampler {};
-  py::class_<SamplerWithoutReplacement, Sampler>(module, "SamplerWithoutReplacement",
-                                                 "Every row once before any twice, for this handle (drop_last=False).")
-      .def(py::init([] {
-        SamplerWithoutReplacement sampler;
-        sampler.kind = SamplerKind::WithoutReplacement;
-        return sampler;
-      }));
+  bind_plain_sampler<SamplerWithoutReplacement>(module, "SamplerWithoutReplacement", SamplerKind::WithoutReplacement,
+                                                "Every row once before any twice, for this handle (drop_last=False).");
   struct FifoSampler : Sampler {};
-  py::class_<FifoSampler, Sampler>(module, "FifoSampler",
-                                   "A queue every handle shares: each row once, oldest first, to one sampler.")
-      .def(py::init([] {
-        FifoSampler sampler;
-        sampler.kind = SamplerKind::Fifo;
-        return sampler;
-      }));
+  bind_plain_sampler<FifoSampler>(module, "FifoSampler", SamplerKind::Fifo,
+                                  "A queue every handle shares: each row once, oldest first, to one sampler.");
 }
 
 void bind_rate_limiter(py::module_& module) {
