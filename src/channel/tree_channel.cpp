@@ -17,8 +17,9 @@
 #include "transport/ucx/ucx_link.hpp"
 #include "tree/consolidation_access.hpp"
 #include "tree/layout_difference.hpp"
-#include "tree_comm/tree_comm_internal.hpp"
-#include "tree_comm/wire.hpp"
+#include "wire/byte_moves.hpp"
+#include "wire/wire_header.hpp"
+#include "wire/wire_pack.hpp"
 
 namespace tensortree {
 
@@ -256,8 +257,8 @@ struct TreeChannel::State {
           link_peer(), arrival.length, schema->fingerprint(), total, kWireHeaderBytes));
     }
     const detail::WireHeader header =
-        detail::read_wire_header(arrival.buffer->data() + total, Device::cpu(), -1, "tree channel");
-    if (header.fingerprint != schema->fingerprint() || header.payload_bytes != total || header.schema_bytes != 0) {
+        detail::read_wire_header(arrival.buffer->data() + total, Device::cpu(), link_peer(), "tree channel");
+    if (!detail::announces(header, *schema)) {
       throw SchemaMismatch(fmt::format(
           "tree channel: the tree from {} says fingerprint {}, {} bytes; its announced layout is fingerprint {}, {} bytes",
           link_peer(), header.fingerprint, header.payload_bytes, schema->fingerprint(), total));

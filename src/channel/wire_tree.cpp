@@ -3,8 +3,9 @@
 #include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/transfer.hpp"
-#include "tree_comm/tree_comm_internal.hpp"
-#include "tree_comm/wire.hpp"
+#include "wire/byte_moves.hpp"
+#include "wire/wire_header.hpp"
+#include "wire/wire_pack.hpp"
 
 namespace tensortree::detail {
 

@@ -11,7 +11,7 @@
 #include "tensortree/schema.hpp"
 #include "tensortree/storage.hpp"
 #include "tensortree/tree.hpp"
-#include "tree_comm/tree_comm_internal.hpp"
+#include "wire/wire_pack.hpp"
 
 namespace tensortree::detail {
 

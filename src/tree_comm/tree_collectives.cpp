@@ -24,7 +24,9 @@
 #include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
 #include "tree_comm/tree_comm_internal.hpp"
-#include "tree_comm/wire.hpp"
+#include "tree_comm/group_buffers.hpp"
+#include "wire/byte_moves.hpp"
+#include "wire/wire_header.hpp"
 
 namespace tensortree {
 
@@ -256,7 +258,7 @@ ArrivedTree tree_in_block(const Tensor& block, int sender, const char* op) {
     throw CorruptData(fmt::format("{}: the block from rank {} {}", op, sender, problem));
   };
   if (block.nbytes() < kWireHeaderBytes) corrupt("is shorter than a wire header");
-  const WireHeader header = detail::read_wire_header(first, device, sender, op);
+  const WireHeader header = detail::read_wire_header(first, device, detail::rank_name(sender), op);
   const std::size_t room = block.nbytes() - kWireHeaderBytes;
   // Checked: a payload size near 2^64 must not wrap the sum into the block's length.
   if (header.schema_bytes > room ||

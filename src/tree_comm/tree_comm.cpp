@@ -18,7 +18,9 @@
 #include "tensortree/tree.hpp"
 #include "tree/consolidation_access.hpp"
 #include "tree_comm/tree_comm_internal.hpp"
-#include "tree_comm/wire.hpp"
+#include "tree_comm/group_buffers.hpp"
+#include "wire/byte_moves.hpp"
+#include "wire/wire_header.hpp"
 
 namespace tensortree {
 
@@ -87,8 +89,8 @@ WorkPtr post_tree_receive(const StoragePtr& buffer, std::shared_ptr<const Schema
   };
   auto check_and_deliver = [buffer, schema, src, group, tag, total, received, deliver = std::move(deliver)] {
     const int sender = src == kAnySource ? received->source_rank() : src;
-    const WireHeader header = detail::read_wire_header(buffer->data() + total, buffer->device(), sender, "recv");
-    if (header.fingerprint != schema->fingerprint() || header.payload_bytes != total || header.schema_bytes != 0) {
+    const WireHeader header = detail::read_wire_header(buffer->data() + total, buffer->device(), detail::rank_name(sender), "recv");
+    if (!detail::announces(header, *schema)) {
       throw SchemaMismatch(detail::layout_mismatch(group, "recv", sender, tag, *schema, header.fingerprint));
     }
     deliver(buffer);
@@ -102,7 +104,7 @@ std::optional<detail::WireHeader> tree_data_header(const Tensor& bytes, int send
   if (bytes.nbytes() < kWireHeaderBytes) return std::nullopt;
   const auto* end = static_cast<const std::byte*>(bytes.data_ptr()) + bytes.nbytes();
   try {
-    const detail::WireHeader header = detail::read_wire_header(end - kWireHeaderBytes, Device::cpu(), sender, "recv");
+    const detail::WireHeader header = detail::read_wire_header(end - kWireHeaderBytes, Device::cpu(), detail::rank_name(sender), "recv");
     if (header.schema_bytes == 0 && header.payload_bytes == bytes.nbytes() - kWireHeaderBytes) return header;
   } catch (const CorruptData&) {
   }

@@ -17,7 +17,9 @@
 #include "tensortree/tree.hpp"
 #include "tensortree/work.hpp"
 #include "tree_comm/tree_comm_internal.hpp"
-#include "tree_comm/wire.hpp"
+#include "tree_comm/group_buffers.hpp"
+#include "wire/byte_moves.hpp"
+#include "wire/wire_header.hpp"
 
 namespace tensortree {
 

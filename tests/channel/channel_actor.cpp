@@ -20,7 +20,7 @@
 #include "tensortree/error.hpp"
 #include "tensortree/tree_channel.hpp"
 #include "transport/ucx/ucx_link.hpp"
-#include "tree_comm/wire.hpp"
+#include "wire/wire_header.hpp"
 
 using namespace tensortree;
 

@@ -20,7 +20,7 @@
 #include "tensortree/schema.hpp"
 #include "tensortree/transfer.hpp"
 #include "tensortree/tree.hpp"
-#include "tree_comm/wire.hpp"
+#include "wire/wire_header.hpp"
 #include "object_types.hpp"
 
 using namespace tensortree;

@@ -1,4 +1,4 @@
-#include "tree_comm/wire.hpp"
+#include "wire/wire_header.hpp"
 
 #include <algorithm>
 #include <array>
@@ -6,18 +6,15 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 
 #include <boost/endian/buffers.hpp>
 #include <xxhash.h>
 
-#include "comm/group_state.hpp"
-#include "core/buffer_pool.hpp"
-#include "core/cuda_api.hpp"
 #include "core/storage_access.hpp"
 #include "core/text_format.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/transfer.hpp"
+#include "wire/byte_moves.hpp"
 
 namespace tensortree::detail {
 
@@ -39,11 +36,6 @@ static_assert(sizeof(WireRecord) == kWireHeaderBytes);
 constexpr std::size_t kChecked = 32;
 
 using Bytes = std::array<std::byte, kWireHeaderBytes>;
-
-// Attachments of a group: the pool that messages arrive in, and the pool of outgoing buffers (in
-// the memory the group's transport sends from fastest).
-struct ForArrivals : BufferPool {};
-struct ForSending : BufferPool {};
 
 // The headers write_trailing_header left in device buffers, the most recent few. A record holds
 // while its buffer lives, still holds the memory it held (no take_memory, no swap_memory in this
@@ -126,11 +118,11 @@ void write_wire_header(const WireHeader& header, std::byte* at, Device device) {
   copy_bytes(at, device, reinterpret_cast<const std::byte*>(&record), Device::cpu(), sizeof record);
 }
 
-WireHeader read_wire_header(const std::byte* at, Device device, int sender, const char* what) {
+WireHeader read_wire_header(const std::byte* at, Device device, std::string_view sender, std::string_view what) {
   WireRecord record;
   copy_bytes(reinterpret_cast<std::byte*>(&record), Device::cpu(), at, device, sizeof record);
   const auto corrupt = [&](const std::string& problem) {
-    throw CorruptData(fmt::format("{}: the message from {} has {}", what, rank_name(sender), problem));
+    throw CorruptData(fmt::format("{}: the message from {} has {}", what, sender, problem));
   };
   if (record.magic.value() != kWireMagic) corrupt("no wire header (wrong magic)");
   if (record.version.value() != kWireVersion) {
@@ -143,41 +135,9 @@ WireHeader read_wire_header(const std::byte* at, Device device, int sender, cons
   return {record.fingerprint.value(), record.payload_bytes.value(), record.schema_bytes.value()};
 }
 
-std::string rank_name(int rank) { return rank >= 0 ? fmt::format("rank {}", rank) : "an unknown rank"; }
-
-StoragePtr spare_buffer(const Group& group, std::size_t nbytes, Device device) {
-  return GroupAccess::require(group).attachment<ForArrivals>().take(
-      nbytes, device, [&] { return Storage::allocate(nbytes, device); });
-}
-
-// In the memory of the transport that takes receives from any member: the shared-memory one where
-// the group has one, which then sends the tree to its peers without a copy; the others send from
-// any memory.
-StoragePtr outgoing_buffer(const Group& group, std::size_t nbytes, Device device) {
-  GroupState& state = GroupAccess::require(group);
-  return state.attachment<ForSending>().take(
-      nbytes, device, [&] { return state.any_source(device).allocate_message_buffer(nbytes, device); });
-}
-
-Tensor storage_bytes(const StoragePtr& storage, std::size_t offset, std::size_t nbytes) {
-  return Tensor(storage, offset, DType::UInt8, {static_cast<std::int64_t>(nbytes)}, {1});
-}
-
-void copy_bytes(std::byte* dst, Device dst_device, const std::byte* src, Device src_device, std::size_t nbytes) {
-  if (nbytes == 0) return;
-  if (dst_device.is_cpu() && src_device.is_cpu()) {
-    std::memcpy(dst, src, nbytes);
-  } else {
-    cuda::copy_bytes(dst, src, nbytes);
-  }
-}
-
-StoragePtr sub_storage(const StoragePtr& parent, std::size_t offset, std::size_t nbytes) {
-  if (offset + nbytes > parent->nbytes()) {
-    throw InvalidArgument(fmt::format("sub_storage: bytes [{}, {}) lie outside a buffer of {} bytes", offset,
-                                      offset + nbytes, parent->nbytes()));
-  }
-  return Storage::adopt(parent->data() + offset, nbytes, parent->device(), [keep = parent](void*) {});
+bool announces(const WireHeader& header, const Schema& schema) {
+  return header.fingerprint == schema.fingerprint() && header.payload_bytes == schema.total_bytes() &&
+         header.schema_bytes == 0;
 }
 
 }  // namespace tensortree::detail
