@@ -1,12 +1,14 @@
 #include "channel_binding.hpp"
 
 #include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
 
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "conversions.hpp"
+#include "tensortree/channel_credential.hpp"
 #include "tensortree/channel_weights.hpp"
 #include "tensortree/tree_channel.hpp"
 #include "tree_binding.hpp"
@@ -17,8 +19,12 @@ namespace py = pybind11;
 
 namespace {
 
-ChannelOptions channel_options(double timeout, std::uint64_t max_tree_bytes) {
-  return {.timeout = milliseconds_from(timeout, "channel timeout"), .max_tree_bytes = max_tree_bytes};
+ChannelOptions channel_options(double timeout, std::uint64_t max_tree_bytes, std::optional<ChannelCredential> credential,
+                               bool plain_loopback) {
+  return {.credential = std::move(credential),
+          .plain_loopback = plain_loopback,
+          .timeout = milliseconds_from(timeout, "channel timeout"),
+          .max_tree_bytes = max_tree_bytes};
 }
 
 // `call(channel, tree)` on a tree given as a TensorTree or a dict (its batch size inferred), with
@@ -30,6 +36,21 @@ auto with_tree(Call call) {
     py::gil_scoped_release unlocked;
     call(channel, tree);
   };
+}
+
+void bind_credential(py::module_& module) {
+  module.attr("CHANNEL_KEY_VARIABLE") = kChannelKeyVariable;
+  py::class_<ChannelCredential>(module, "ChannelCredential",
+                                "The job's channel credential (one CURVE key pair): the learner makes it, actors are "
+                                "given its secret_text in TENSORTREE_CHANNEL_KEY or a key file of mode 0600.")
+      .def_static("generate", &ChannelCredential::generate)
+      .def_static("from_text", &ChannelCredential::from_text, py::arg("secret_text"))
+      .def_static("from_environment", &ChannelCredential::from_environment)
+      .def_static("from_file", &ChannelCredential::from_file, py::arg("path"))
+      .def("save", &ChannelCredential::save, py::arg("path"))
+      .def_property_readonly("secret_text", &ChannelCredential::secret_text)
+      .def_property_readonly("public_text", &ChannelCredential::public_text)
+      .def("__repr__", [](const ChannelCredential& key) { return "ChannelCredential(public " + key.public_text() + ")"; });
 }
 
 void bind_channel(py::module_& module) {
@@ -44,12 +65,17 @@ void bind_channel(py::module_& module) {
                           "Whole trees to and from one peer process, any node; its failures are its own "
                           "(PeerLost, Timeout, CorruptData, SchemaMismatch).")
       .def_static("connect",
-                  [](const std::string& address, double timeout, std::uint64_t max_tree_bytes) {
-                    const ChannelOptions options = channel_options(timeout, max_tree_bytes);
+                  [](const std::string& address, double timeout, std::uint64_t max_tree_bytes,
+                     std::optional<ChannelCredential> credential, bool plain_loopback) {
+                    const ChannelOptions options =
+                        channel_options(timeout, max_tree_bytes, std::move(credential), plain_loopback);
                     py::gil_scoped_release unlocked;
                     return TreeChannel::connect(address, options);
                   },
-                  py::arg("address"), py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34)
+                  py::arg("address"), py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34,
+                  py::arg("credential") = py::none(), py::arg("plain_loopback") = false,
+                  "A channel to the listener at address, with the job's credential (default: "
+                  "TENSORTREE_CHANNEL_KEY).")
       .def("send", with_tree([](TreeChannel& channel, const TensorTree& tree) { channel.send(tree); }), py::arg("tree"))
       .def("post", with_tree([](TreeChannel& channel, const TensorTree& tree) { channel.post(tree); }), py::arg("tree"),
            "Sends without waiting; a newer post replaces one not yet on its way.")
@@ -76,12 +102,17 @@ void bind_channel(py::module_& module) {
       .def_property_readonly("stats", &TreeChannel::stats);
   py::class_<TreeListener>(module, "TreeListener", "Where a learner accepts actors' channels.")
       .def_static("bind",
-                  [](const std::string& address, double timeout, std::uint64_t max_tree_bytes) {
-                    const ChannelOptions options = channel_options(timeout, max_tree_bytes);
+                  [](const std::string& address, double timeout, std::uint64_t max_tree_bytes,
+                     std::optional<ChannelCredential> credential, bool plain_loopback) {
+                    const ChannelOptions options =
+                        channel_options(timeout, max_tree_bytes, std::move(credential), plain_loopback);
                     py::gil_scoped_release unlocked;
                     return TreeListener::bind(address, options);
                   },
-                  py::arg("address") = ":0", py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34)
+                  py::arg("address") = ":0", py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34,
+                  py::arg("credential") = py::none(), py::arg("plain_loopback") = false,
+                  "Listens on address; only peers holding the job's credential (default: TENSORTREE_CHANNEL_KEY) "
+                  "get in.")
       .def_property_readonly("address", &TreeListener::address)
       .def("accept",
            [](TreeListener& listener, double wait) {
@@ -122,6 +153,7 @@ void bind_channel_weights(py::module_& module) {
 }  // namespace
 
 void bind_channels(py::module_& module) {
+  bind_credential(module);
   bind_channel(module);
   bind_channel_weights(module);
 }

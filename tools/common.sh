@@ -6,7 +6,8 @@ readonly CUDA_HOME_DIR=/usr/local/cuda
 # What build/ and the main job need (cmake finds some of the dependencies for Meson).
 readonly MAIN_PACKAGES=(
   meson ninja-build pkg-config g++ catch2 libboost-serialization-dev libopenmpi-dev openmpi-bin
-  libxxhash-dev libdlpack-dev libtbb-dev nlohmann-json3-dev libcli11-dev libfmt-dev cmake libucx-dev
+  libxxhash-dev libdlpack-dev libtbb-dev nlohmann-json3-dev libcli11-dev libfmt-dev cmake libucx-dev libzmq3-dev
+  cppzmq-dev
 )
 # The Python module and its learner: pybind11 with Debian's Python, NumPy, PyTorch and pytest. The
 # main job installs them only with --python.

@@ -51,7 +51,7 @@ Device resolve_device(Device device) {
 std::string build_features() {
   auto yes_no = [](bool on) { return on ? "yes" : "no"; };
   return std::string("cuda=") + yes_no(TT_HAVE_CUDA) + " nccl=" + yes_no(TT_HAVE_NCCL) +
-         " mpi=" + yes_no(TT_HAVE_MPI) + " ucx=" + yes_no(TT_HAVE_UCX);
+         " mpi=" + yes_no(TT_HAVE_MPI) + " ucx=" + yes_no(TT_HAVE_UCX) + " zeromq=" + yes_no(TT_HAVE_ZEROMQ);
 }
 
 }  // namespace tensortree
