@@ -2,6 +2,11 @@
 // message arrives as [routing id][header][payload]; a routing id is a link once its peer has sent
 // the greeting and the node's owner has accepted it. ZeroMQ's socket monitor tells which connection
 // closed (by descriptor, matched to the routing id its messages came with).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <array>
 #include <deque>
 #include <exception>
 #include <map>
@@ -242,13 +247,30 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
     return descriptor >= 0 ? descriptor : -1;
   }
 
+  // "10.0.0.2:41822": the connection's far end, as the UCX engine named its peers; ZeroMQ's
+  // Peer-Address (no port) where the descriptor is not known.
   static std::string describe(zmq::message_t& message, int descriptor) {
-    const char* address = nullptr;
+    sockaddr_storage address{};
+    socklen_t length = sizeof address;
+    std::array<char, INET6_ADDRSTRLEN> host{};
+    if (descriptor >= 0 && ::getpeername(descriptor, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+      if (address.ss_family == AF_INET) {
+        const auto& ip4 = reinterpret_cast<const sockaddr_in&>(address);
+        ::inet_ntop(AF_INET, &ip4.sin_addr, host.data(), host.size());
+        return fmt::format("{}:{}", host.data(), ntohs(ip4.sin_port));
+      }
+      if (address.ss_family == AF_INET6) {
+        const auto& ip6 = reinterpret_cast<const sockaddr_in6&>(address);
+        ::inet_ntop(AF_INET6, &ip6.sin6_addr, host.data(), host.size());
+        return fmt::format("[{}]:{}", host.data(), ntohs(ip6.sin6_port));
+      }
+    }
+    const char* peer_address = nullptr;
     try {
-      address = message.gets("Peer-Address");
+      peer_address = message.gets("Peer-Address");
     } catch (const zmq::error_t&) {
     }
-    return fmt::format("{} (connection {})", address != nullptr ? address : "a peer", descriptor);
+    return peer_address != nullptr ? peer_address : "a peer";
   }
 
   NodeOptions options_;
