@@ -27,6 +27,18 @@ ChannelOptions channel_options(double timeout, std::uint64_t max_tree_bytes, std
           .max_tree_bytes = max_tree_bytes};
 }
 
+// `open(address, options)` (TreeChannel::connect, TreeListener::bind) taking the options as Python
+// keywords, with the GIL released while it waits.
+template <class Result>
+auto with_options(Result (*open)(const std::string&, const ChannelOptions&)) {
+  return [open](const std::string& address, double timeout, std::uint64_t max_tree_bytes,
+                std::optional<ChannelCredential> credential, bool plain_loopback) {
+    const ChannelOptions options = channel_options(timeout, max_tree_bytes, std::move(credential), plain_loopback);
+    py::gil_scoped_release unlocked;
+    return open(address, options);
+  };
+}
+
 // `call(channel, tree)` on a tree given as a TensorTree or a dict (its batch size inferred), with
 // the GIL released while the channel works.
 template <class Call>
@@ -64,14 +76,7 @@ void bind_channel(py::module_& module) {
   py::class_<TreeChannel>(module, "TreeChannel",
                           "Whole trees to and from one peer process, any node; its failures are its own "
                           "(PeerLost, Timeout, CorruptData, SchemaMismatch).")
-      .def_static("connect",
-                  [](const std::string& address, double timeout, std::uint64_t max_tree_bytes,
-                     std::optional<ChannelCredential> credential, bool plain_loopback) {
-                    const ChannelOptions options =
-                        channel_options(timeout, max_tree_bytes, std::move(credential), plain_loopback);
-                    py::gil_scoped_release unlocked;
-                    return TreeChannel::connect(address, options);
-                  },
+      .def_static("connect", with_options(&TreeChannel::connect),
                   py::arg("address"), py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34,
                   py::arg("credential") = py::none(), py::arg("plain_loopback") = false,
                   "A channel to the listener at address, with the job's credential (default: "
@@ -101,14 +106,7 @@ void bind_channel(py::module_& module) {
       .def_property_readonly("peer", &TreeChannel::peer)
       .def_property_readonly("stats", &TreeChannel::stats);
   py::class_<TreeListener>(module, "TreeListener", "Where a learner accepts actors' channels.")
-      .def_static("bind",
-                  [](const std::string& address, double timeout, std::uint64_t max_tree_bytes,
-                     std::optional<ChannelCredential> credential, bool plain_loopback) {
-                    const ChannelOptions options =
-                        channel_options(timeout, max_tree_bytes, std::move(credential), plain_loopback);
-                    py::gil_scoped_release unlocked;
-                    return TreeListener::bind(address, options);
-                  },
+      .def_static("bind", with_options(&TreeListener::bind),
                   py::arg("address") = ":0", py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34,
                   py::arg("credential") = py::none(), py::arg("plain_loopback") = false,
                   "Listens on address; only peers holding the job's credential (default: TENSORTREE_CHANNEL_KEY) "
