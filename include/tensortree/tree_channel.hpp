@@ -1,20 +1,18 @@
-// Tree channels: whole TensorTrees between processes that come and go, over ZeroMQ (TCP), safe on a
-// network nobody vouches for. A learner binds a TreeListener and accepts channels at any time; an
-// actor reaches it with TreeChannel::connect(address). Only the job's peers get in: every channel is
-// authenticated and encrypted with the job's credential (channel_credential.hpp; CURVE), and a peer
-// without it is refused inside the handshake, before any byte of it reaches the channel. Each
-// channel is its own failure domain: a peer that dies, hangs or sends garbage ends that channel with
-// a typed error (PeerLost, Timeout, CorruptData or SchemaMismatch) within its timeout, and nothing
-// else. Bytes from strangers meet ZeroMQ's own wire parser, fuzzed upstream, never ours.
+// Tree channels: whole TensorTrees between processes that come and go, over UCX (shared memory,
+// TCP or RDMA, whichever UCX picks). A learner binds a TreeListener and accepts channels at any
+// time; an actor reaches it with TreeChannel::connect(address). Each channel is its own failure
+// domain: a peer that dies, hangs or sends garbage ends that channel with a typed error (PeerLost,
+// Timeout, CorruptData or SchemaMismatch) within its timeout, and nothing else.
 //
-// Wire: every message is a 16-byte frame header (magic "TTCF", version, kind, sequence number;
-// integers little-endian) and one payload. The first tree of a layout is preceded by a schema frame
-// (Schema::encode(), as init_remote sends it); a data frame carries the consolidated buffer
-// followed by the 64-byte wire header of transfer.hpp, exactly the message TensorTree::send moves.
-// A layout is sent again after a reconnect or when the sender's changes. A listener and the
-// channels it accepted are driven by one thread; a connected channel by one. Host trees go as they
-// are. CUDA trees are staged through the host: packed on their GPU, copied into pooled page-locked
-// memory and sent from there, then copied onto the receiving thread's current GPU.
+// Wire: every message is a UCX active message with a 16-byte frame header (magic "TTCF", version,
+// kind, sequence number; integers little-endian) and one payload. The first tree of a layout is
+// preceded by a schema frame (Schema::encode(), as init_remote sends it); a data frame carries the
+// consolidated buffer followed by the 64-byte wire header of transfer.hpp, exactly the message
+// TensorTree::send moves. A layout is sent again after a reconnect or when the sender's changes.
+// A listener and the channels it accepted are driven by one thread; a connected channel by one.
+// Host trees go as they are. CUDA trees are staged through the host: packed on their GPU, copied
+// into pooled page-locked memory and sent from there, then copied onto the receiving thread's
+// current GPU (the installed UCX may have CUDA transports; the channel does not rely on them).
 #pragma once
 
 #include <chrono>
@@ -23,7 +21,6 @@
 #include <optional>
 #include <string>
 
-#include "tensortree/channel_credential.hpp"
 #include "tensortree/export.hpp"
 #include "tensortree/tree.hpp"
 
@@ -34,15 +31,6 @@ struct ChannelAccess;
 }
 
 struct ChannelOptions {
-  // Who may connect: the job's credential. Unset, it is read from TENSORTREE_CHANNEL_KEY
-  // (InvalidArgument when that is unset too), unless plain_loopback.
-  std::optional<ChannelCredential> credential;
-  // Plain channels without a credential, on loopback addresses only (127.0.0.0/8): a named opt-in
-  // for tests and one host; a listener or connect elsewhere without a credential is InvalidArgument.
-  bool plain_loopback = false;
-  // Messages (trees, schemas, keepalives) queued per channel each way before the sender waits:
-  // with max_tree_bytes, what bounds the memory a channel holds.
-  int queued_messages = 4;
   // The longest any call waits on the peer: a connect that is not accepted, a send the peer does
   // not take, and the silence of a peer (no tree and no keepalive) that a receiver tolerates.
   // Past it the channel ends with Timeout.
@@ -66,8 +54,7 @@ struct ChannelStats {
 class TT_API TreeChannel {
  public:
   // A channel to the listener at `address` ("host:port", as TreeListener::address() gives it),
-  // once the listener has accepted it. PeerLost "nothing listens at host:port (is the learner
-  // up?)"; InvalidArgument when the listener refuses this process's credential; Timeout when the
+  // once the listener has accepted it. PeerLost when nothing listens there; Timeout when the
   // listener does not accept within options.timeout.
   static TreeChannel connect(const std::string& address, const ChannelOptions& options = {});
 
@@ -123,7 +110,7 @@ class TT_API TreeChannel {
 class TT_API TreeListener {
  public:
   // Listens on `address`: "host:port", "0.0.0.0:port" (every interface) or ":0" (a free port).
-  // The channels it accepts use `options`. InvalidArgument "host:port is already in use".
+  // The channels it accepts use `options`.
   static TreeListener bind(const std::string& address, const ChannelOptions& options = {});
 
   TreeListener(TreeListener&&) noexcept;

@@ -1,10 +1,8 @@
-// TreeChannel and TreeListener over the links of transport/zeromq. A channel's receive side checks
+// TreeChannel and TreeListener over the links of transport/ucx. A channel's receive side checks
 // each frame header (kind, sequence, bounded length) before UCX moves the bytes, then decodes a
 // schema with Schema::decode and a tree's wire header with read_wire_header, as tree_comm does.
 #include "tensortree/tree_channel.hpp"
 
-#include <algorithm>
-#include <cstdlib>
 #include <thread>
 #include <utility>
 
@@ -16,7 +14,7 @@
 #include "tensortree/error.hpp"
 #include "tensortree/schema.hpp"
 #include "tensortree/transfer.hpp"
-#include "transport/zeromq/zeromq_node.hpp"
+#include "transport/ucx/ucx_link.hpp"
 #include "tree/consolidation_access.hpp"
 #include "tree/layout_difference.hpp"
 #include "wire/byte_moves.hpp"
@@ -27,26 +25,7 @@ namespace tensortree {
 
 namespace {
 
-using link::Clock;
-
-// The engine's options for a channel's: its credential (from TENSORTREE_CHANNEL_KEY when the
-// options name none and plain loopback was not asked for), and the largest message it may take.
-zeromq::NodeOptions node_options(const ChannelOptions& options) {
-  zeromq::NodeOptions node{.credential = options.credential,
-                           .loopback_without_credential = options.plain_loopback,
-                           .max_message_bytes = std::max(options.max_tree_bytes + kWireHeaderBytes, options.max_schema_bytes),
-                           .queued_messages = options.queued_messages,
-                           .timeout = options.timeout};
-  if (!node.credential && !options.plain_loopback) {
-    if (std::getenv(kChannelKeyVariable) == nullptr) {
-      throw InvalidArgument(fmt::format("tree channel: no credential: set {} to the learner's key, or "
-                                        "ChannelOptions::credential (plain_loopback for 127.0.0.1 without one)",
-                                        kChannelKeyVariable));
-    }
-    node.credential = ChannelCredential::from_environment();
-  }
-  return node;
-}
+using ucx::Clock;
 
 // What a received tree refers to: its layout and the buffer it arrived in.
 struct ArrivedTree {
@@ -58,7 +37,7 @@ struct ArrivedTree {
 
 struct TreeChannel::State {
   ChannelOptions options;
-  std::unique_ptr<link::Link> link;
+  std::unique_ptr<ucx::Link> link;
   ChannelStats stats;
   std::string closed_why;  // set by close(): the channel's calls then throw it
 
@@ -93,7 +72,7 @@ struct TreeChannel::State {
 
   // Where a message goes, decided from its frame header and length alone: refused (CorruptData)
   // when out of sequence or larger than the bounds allow.
-  link::Placement placement() {
+  ucx::Placement placement() {
     return [this](const std::string& peer, std::span<const std::byte> header, std::size_t length) -> StoragePtr {
       const detail::Frame frame = detail::decode_frame(header, peer);
       if (frame.sequence != receive_sequence) {
@@ -229,7 +208,7 @@ struct TreeChannel::State {
       // A caller that came back after longer than the timeout first takes what arrived meanwhile:
       // the silence it measures is the peer's, not its own.
       const Clock::time_point wait_until = silent_limit > now ? std::min(until, silent_limit) : now + drain_time();
-      std::optional<link::Arrival> arrival = link->receive(wait_until);
+      std::optional<ucx::Arrival> arrival = link->receive(wait_until);
       if (!arrival) {
         if (Clock::now() < silent_limit) return std::nullopt;
         throw Timeout(fmt::format("tree channel: {} sent nothing for {} ms (the channel's timeout)", link_peer(),
@@ -250,7 +229,7 @@ struct TreeChannel::State {
     }
   }
 
-  void take_schema(const link::Arrival& arrival) {
+  void take_schema(const ucx::Arrival& arrival) {
     auto decoded = std::make_shared<const Schema>(Schema::decode({arrival.buffer->data(), arrival.length}));
     if (decoded->storage_device() == DeviceType::CUDA && cuda_device_count() == 0) {
       throw NotSupported(fmt::format("tree channel: {} sends trees of CUDA memory; this process sees no GPU",
@@ -267,7 +246,7 @@ struct TreeChannel::State {
     ++stats.schemas_received;
   }
 
-  ArrivedTree take_tree(const link::Arrival& arrival) {
+  ArrivedTree take_tree(const ucx::Arrival& arrival) {
     if (!schema) {
       throw CorruptData(fmt::format("tree channel: {} sent a tree before its layout", link_peer()));
     }
@@ -328,7 +307,7 @@ TreeChannel::~TreeChannel() = default;
 
 TreeChannel TreeChannel::connect(const std::string& address, const ChannelOptions& options) {
   auto state = std::make_unique<State>(options);
-  const std::shared_ptr<link::Node> node = zeromq::connecting_node(node_options(options));
+  const std::shared_ptr<ucx::Node> node = ucx::connecting_node();
   state->link = node->connect(address, state->placement(), Clock::now() + options.timeout);
   state->last_heard = Clock::now();
   return TreeChannel(std::move(state));
@@ -414,7 +393,7 @@ ChannelStats TreeChannel::stats() const { return state_->stats; }
 
 struct TreeListener::State {
   ChannelOptions options;
-  std::shared_ptr<link::Node> node;
+  std::shared_ptr<ucx::Node> node;
 };
 
 TreeListener::TreeListener(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -423,7 +402,7 @@ TreeListener& TreeListener::operator=(TreeListener&&) noexcept = default;
 TreeListener::~TreeListener() = default;
 
 TreeListener TreeListener::bind(const std::string& address, const ChannelOptions& options) {
-  return TreeListener(std::make_unique<State>(State{options, zeromq::listening_node(address, node_options(options))}));
+  return TreeListener(std::make_unique<State>(State{options, ucx::listening_node(address)}));
 }
 
 std::string TreeListener::address() const { return state_->node->address(); }

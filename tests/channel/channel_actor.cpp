@@ -2,9 +2,8 @@
 //   channel_actor ADDRESS ACTOR MODE COUNT ROWS
 //   send     connect, send COUNT trees of ROWS rows (channel_trees.hpp), close, exit 0
 //   stream   connect, send trees of ROWS rows until killed, pausing COUNT ms after each
-//   hostile:KIND  connect through a raw link (with the job's credential, from
-//            TENSORTREE_CHANNEL_KEY), send what KIND says (hostile_frames below), then wait (at most
-//            20 s) for the learner to end the link
+//   hostile:KIND  connect through a raw link, send what KIND says (hostile_frames below), then
+//            wait (at most 20 s) for the learner to cut the connection
 // Exit status 0 when it did what it was told, 1 (with a message on stderr) otherwise.
 #include <chrono>
 #include <cstdio>
@@ -20,7 +19,7 @@
 #include "tensortree/schema.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree_channel.hpp"
-#include "transport/zeromq/zeromq_node.hpp"
+#include "transport/ucx/ucx_link.hpp"
 #include "wire/wire_header.hpp"
 
 using namespace tensortree;
@@ -61,8 +60,8 @@ std::vector<RawFrame> hostile_frames(const std::string& mode) {
 
 // Sends the frames through a raw link, then waits (at most 20 s) for the learner to cut it.
 int send_hostile(const std::string& address, const std::string& mode) {
-  const auto node = zeromq::connecting_node({.credential = ChannelCredential::from_environment()});
-  const auto deadline = [](int seconds) { return link::Clock::now() + std::chrono::seconds(seconds); };
+  const auto node = ucx::connecting_node();
+  const auto deadline = [](int seconds) { return ucx::Clock::now() + std::chrono::seconds(seconds); };
   const auto link = node->connect(address, [](auto&&...) -> StoragePtr { return nullptr; }, deadline(10));
   try {
     for (const RawFrame& frame : hostile_frames(mode)) {
@@ -70,7 +69,7 @@ int send_hostile(const std::string& address, const std::string& mode) {
     }
     link->receive(deadline(20));
   } catch (const PeerLost&) {
-    return 0;  // the learner refused a message and ended the link
+    return 0;  // the learner refused a message and ended the connection
   }
   std::fprintf(stderr, "hostile actor (%s): the learner kept the connection\n", mode.c_str());
   return 1;
