@@ -177,7 +177,7 @@ TEST_CASE("only the job's peers get in: no key, a wrong key and another job's ke
   const ChannelCredential key = ChannelCredential::generate();
   const auto listener = zeromq::listening_node("127.0.0.1:0", with(key));
   SECTION("no key at all") {
-    zeromq::NodeOptions plain{.loopback_without_credential = true, .timeout = 1000ms};
+    zeromq::NodeOptions plain{.credential = std::nullopt, .loopback_without_credential = true, .timeout = 1000ms};
     CHECK_THAT(refused_connect(*listener, plain), Catch::Contains("refused this process's credential"));
   }
   SECTION("a client that knows the listener's public key but holds another secret") {
@@ -210,9 +210,9 @@ TEST_CASE("only the job's peers get in: no key, a wrong key and another job's ke
 
 TEST_CASE("without a credential only loopback, by the named opt-in") {
   CHECK_THROWS_WITH(zeromq::listening_node("127.0.0.1:0", {}), Catch::Contains("needs the job's credential"));
-  CHECK_THROWS_WITH(zeromq::listening_node("0.0.0.0:0", {.loopback_without_credential = true}),
+  CHECK_THROWS_WITH(zeromq::listening_node("0.0.0.0:0", {.credential = std::nullopt, .loopback_without_credential = true}),
                     Catch::Contains("needs the job's credential"));
-  const zeromq::NodeOptions plain{.loopback_without_credential = true, .timeout = 1000ms};
+  const zeromq::NodeOptions plain{.credential = std::nullopt, .loopback_without_credential = true, .timeout = 1000ms};
   const auto listener = zeromq::listening_node("127.0.0.1:0", plain);
   Pair pair = connect_pair(*listener, plain);
   REQUIRE(pair.accepted);
