@@ -19,8 +19,24 @@ namespace py = pybind11;
 
 namespace {
 
-ChannelOptions channel_options(double timeout, std::uint64_t max_tree_bytes) {
-  return {.timeout = milliseconds_from(timeout, "channel timeout"), .max_tree_bytes = max_tree_bytes};
+ChannelOptions channel_options(double timeout, std::uint64_t max_tree_bytes, std::optional<ChannelCredential> credential,
+                               bool plain_loopback) {
+  return {.credential = std::move(credential),
+          .plain_loopback = plain_loopback,
+          .timeout = milliseconds_from(timeout, "channel timeout"),
+          .max_tree_bytes = max_tree_bytes};
+}
+
+// `open(address, options)` (TreeChannel::connect, TreeListener::bind) taking the options as Python
+// keywords, with the GIL released while it waits.
+template <class Result>
+auto with_options(Result (*open)(const std::string&, const ChannelOptions&)) {
+  return [open](const std::string& address, double timeout, std::uint64_t max_tree_bytes,
+                std::optional<ChannelCredential> credential, bool plain_loopback) {
+    const ChannelOptions options = channel_options(timeout, max_tree_bytes, std::move(credential), plain_loopback);
+    py::gil_scoped_release unlocked;
+    return open(address, options);
+  };
 }
 
 // `call(channel, tree)` on a tree given as a TensorTree or a dict (its batch size inferred), with
@@ -34,13 +50,11 @@ auto with_tree(Call call) {
   };
 }
 
-// The job's credential for the ZeroMQ engine (transport/zeromq), which the channels do not use yet.
 void bind_credential(py::module_& module) {
   module.attr("CHANNEL_KEY_VARIABLE") = kChannelKeyVariable;
   py::class_<ChannelCredential>(module, "ChannelCredential",
-                                "The job's credential (one CURVE key pair) for the ZeroMQ engine: the learner makes "
-                                "it, actors are given its secret_text in TENSORTREE_CHANNEL_KEY or a key file of "
-                                "mode 0600.")
+                                "The job's channel credential (one CURVE key pair): the learner makes it, actors are "
+                                "given its secret_text in TENSORTREE_CHANNEL_KEY or a key file of mode 0600.")
       .def_static("generate", &ChannelCredential::generate)
       .def_static("from_text", &ChannelCredential::from_text, py::arg("secret_text"))
       .def_static("from_environment", &ChannelCredential::from_environment)
@@ -62,13 +76,11 @@ void bind_channel(py::module_& module) {
   py::class_<TreeChannel>(module, "TreeChannel",
                           "Whole trees to and from one peer process, any node; its failures are its own "
                           "(PeerLost, Timeout, CorruptData, SchemaMismatch).")
-      .def_static("connect",
-                  [](const std::string& address, double timeout, std::uint64_t max_tree_bytes) {
-                    const ChannelOptions options = channel_options(timeout, max_tree_bytes);
-                    py::gil_scoped_release unlocked;
-                    return TreeChannel::connect(address, options);
-                  },
-                  py::arg("address"), py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34)
+      .def_static("connect", with_options(&TreeChannel::connect),
+                  py::arg("address"), py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34,
+                  py::arg("credential") = py::none(), py::arg("plain_loopback") = false,
+                  "A channel to the listener at address, with the job's credential (default: "
+                  "TENSORTREE_CHANNEL_KEY).")
       .def("send", with_tree([](TreeChannel& channel, const TensorTree& tree) { channel.send(tree); }), py::arg("tree"))
       .def("post", with_tree([](TreeChannel& channel, const TensorTree& tree) { channel.post(tree); }), py::arg("tree"),
            "Sends without waiting; a newer post replaces one not yet on its way.")
@@ -94,13 +106,11 @@ void bind_channel(py::module_& module) {
       .def_property_readonly("peer", &TreeChannel::peer)
       .def_property_readonly("stats", &TreeChannel::stats);
   py::class_<TreeListener>(module, "TreeListener", "Where a learner accepts actors' channels.")
-      .def_static("bind",
-                  [](const std::string& address, double timeout, std::uint64_t max_tree_bytes) {
-                    const ChannelOptions options = channel_options(timeout, max_tree_bytes);
-                    py::gil_scoped_release unlocked;
-                    return TreeListener::bind(address, options);
-                  },
-                  py::arg("address") = ":0", py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34)
+      .def_static("bind", with_options(&TreeListener::bind),
+                  py::arg("address") = ":0", py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34,
+                  py::arg("credential") = py::none(), py::arg("plain_loopback") = false,
+                  "Listens on address; only peers holding the job's credential (default: TENSORTREE_CHANNEL_KEY) "
+                  "get in.")
       .def_property_readonly("address", &TreeListener::address)
       .def("accept",
            [](TreeListener& listener, double wait) {

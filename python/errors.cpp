@@ -38,6 +38,8 @@ void bind_errors(py::module_& module) {
   error_class<BackendError>(module, "BackendError", {error, PyExc_RuntimeError}, "A transport or engine failed.");
   error_class<Timeout>(module, "Timeout", {error, PyExc_TimeoutError}, "A bounded wait ran out.");
   error_class<PeerLost>(module, "PeerLost", {error, PyExc_ConnectionError}, "The process on the other side is gone.");
+  error_class<ChannelClosed>(module, "ChannelClosed", {error, PyExc_EOFError},
+                             "The peer closed the channel in order, after everything it sent.");
   error_class<NotSupported>(module, "NotSupported", {error, PyExc_NotImplementedError},
                             "Not available in this build or on this device.");
 }

@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -53,6 +54,7 @@
 #include "bench_channel_sender.hpp"
 #include "bench_channel_tree.hpp"
 #include "bench_table.hpp"
+#include "tensortree/channel_credential.hpp"
 
 using namespace tensortree;
 using namespace tensortree::bench;
@@ -120,7 +122,8 @@ void await_close(const std::function<void()>& receive_one, SenderProcess& sender
   sender.stop();
   try {
     for (;;) receive_one();
-  } catch (const PeerLost&) {
+  } catch (const ChannelClosed&) {  // a channel's sender closed in order
+  } catch (const PeerLost&) {       // the raw link's sender went
   }
   check(sender.wait() == 0, "the sender process failed");
 }
@@ -233,6 +236,10 @@ int run_sender(const std::string& kind, const std::string& address, const std::s
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--rsh-agent") == 0) return rsh_agent(argc - 2, argv + 2);
+  // One job: the channels' credential, inherited by the sender processes this program starts.
+  if (std::getenv(kChannelKeyVariable) == nullptr) {
+    ::setenv(kChannelKeyVariable, ChannelCredential::generate().secret_text().c_str(), 1);
+  }
   CLI::App app{"tree channels against raw UCX and TensorTree's MPI send, on this host and across namespaces"};
   Config config;
   bool csv = false;

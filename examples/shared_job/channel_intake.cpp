@@ -19,6 +19,7 @@ namespace {
 constexpr int kMaxPerTurn = 4;
 
 const char* error_kind(const Error& error) {
+  if (dynamic_cast<const ChannelClosed*>(&error) != nullptr) return "ChannelClosed";
   if (dynamic_cast<const PeerLost*>(&error) != nullptr) return "PeerLost";
   if (dynamic_cast<const Timeout*>(&error) != nullptr) return "Timeout";
   if (dynamic_cast<const CorruptData*>(&error) != nullptr) return "CorruptData";

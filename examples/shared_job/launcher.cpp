@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "child.hpp"
 #include "job.hpp"
 #include "remote_site.hpp"
+#include "tensortree/channel_credential.hpp"
 #include "tensortree/weights.hpp"
 
 namespace shared_job {
@@ -252,6 +254,11 @@ bool Run::finish() {
 int run_launcher(Options o) {
   o.name = "tensortree_shared_job_" + std::to_string(::getpid());
   o.launcher_pid = ::getpid();
+  // The job's channel credential: made here unless given, and passed to the learner and the remote
+  // actors in TENSORTREE_CHANNEL_KEY (children inherit it), so only this job's actors get in.
+  if (o.remote_actors > 0 && std::getenv(tensortree::kChannelKeyVariable) == nullptr) {
+    ::setenv(tensortree::kChannelKeyVariable, tensortree::ChannelCredential::generate().secret_text().c_str(), 1);
+  }
   catch_interrupts();
   const int ids = actor_ids(o).end;
   remove_shared_objects(o.name, ids);

@@ -42,8 +42,10 @@ class TT_API ChannelWeightPublisher {
 
   // Posts the current version to `channel` unless it already sent or holds it (see
   // TreeChannel::post), and progresses what the channel is sending; returns at once. Call it for
-  // every channel as often as the learner's loop turns. A channel whose actor has failed throws
-  // that channel's error (and only that channel is affected).
+  // every channel as often as the learner's loop turns. It never throws for the actor's failure or
+  // close: the channel records it, and its receiving calls report it after the trees the actor
+  // sent before it (so a loop that offers, then receives, loses none); is_open() says so at once.
+  // A version goes to an actor once it has taken the one before: it holds at most one unread.
   void offer_to(TreeChannel& channel) const;
 
  private:

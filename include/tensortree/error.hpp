@@ -50,6 +50,13 @@ class TT_API PeerLost : public Error {
   using Error::Error;
 };
 
+// The peer closed the connection in order (a tree channel's close()): everything it sent before
+// was delivered, and this end's calls on the connection end with this, never with PeerLost.
+class TT_API ChannelClosed : public Error {
+ public:
+  using Error::Error;
+};
+
 // The operation exists but not for this backend, device or dtype, or the library was built without it.
 class TT_API NotSupported : public Error {
  public:

@@ -2,8 +2,9 @@
 //   channel_actor ADDRESS ACTOR MODE COUNT ROWS
 //   send     connect, send COUNT trees of ROWS rows (channel_trees.hpp), close, exit 0
 //   stream   connect, send trees of ROWS rows until killed, pausing COUNT ms after each
-//   hostile:KIND  connect through a raw link, send what KIND says (hostile_frames below), then
-//            wait (at most 20 s) for the learner to cut the connection
+//   hostile:KIND  connect through a raw link (with the job's credential, from
+//            TENSORTREE_CHANNEL_KEY), send what KIND says (hostile_frames below), then wait (at most
+//            20 s) for the learner to end the link
 // Exit status 0 when it did what it was told, 1 (with a message on stderr) otherwise.
 #include <chrono>
 #include <cstdio>
@@ -19,7 +20,7 @@
 #include "tensortree/schema.hpp"
 #include "tensortree/error.hpp"
 #include "tensortree/tree_channel.hpp"
-#include "transport/ucx/ucx_link.hpp"
+#include "transport/zeromq/zeromq_node.hpp"
 #include "wire/wire_header.hpp"
 
 using namespace tensortree;
@@ -32,7 +33,7 @@ struct RawFrame {
 };
 
 std::vector<std::byte> frame_header(detail::FrameKind kind, std::uint64_t sequence) {
-  const auto bytes = detail::encode_frame({kind, sequence});
+  const auto bytes = detail::encode_frame({kind, sequence}).span();
   return {bytes.begin(), bytes.end()};
 }
 
@@ -55,21 +56,36 @@ std::vector<RawFrame> hostile_frames(const std::string& mode) {
                               Device::cpu());
     return {{frame_header(FrameKind::Schema, 0), encoded}, {frame_header(FrameKind::Data, 1), data}};
   }
+  if (mode == "beyond-credit") {  // well-formed trees 0, 1, ..., sent without waiting for credit
+    std::vector<RawFrame> frames{{frame_header(FrameKind::Schema, 0), encoded}};
+    for (std::uint64_t i = 0; i < 40; ++i) {
+      const TensorTree next = test::channel_tree(9, static_cast<std::int64_t>(i), test::kRows).consolidate();
+      std::vector<std::byte> data(schema.total_bytes() + kWireHeaderBytes);
+      std::memcpy(data.data(), next.storage()->data(), schema.total_bytes());
+      detail::write_wire_header({schema.fingerprint(), schema.total_bytes(), 0}, data.data() + schema.total_bytes(),
+                                Device::cpu());
+      frames.push_back({frame_header(FrameKind::Data, i + 1), std::move(data)});
+    }
+    return frames;
+  }
   throw InvalidArgument("unknown hostile mode " + mode);
 }
 
 // Sends the frames through a raw link, then waits (at most 20 s) for the learner to cut it.
 int send_hostile(const std::string& address, const std::string& mode) {
-  const auto node = ucx::connecting_node();
-  const auto deadline = [](int seconds) { return ucx::Clock::now() + std::chrono::seconds(seconds); };
+  const auto node = zeromq::connecting_node({.credential = ChannelCredential::from_environment()});
+  const auto deadline = [](int seconds) { return link::Clock::now() + std::chrono::seconds(seconds); };
   const auto link = node->connect(address, [](auto&&...) -> StoragePtr { return nullptr; }, deadline(10));
   try {
     for (const RawFrame& frame : hostile_frames(mode)) {
       link->send(frame.header, frame.payload.data(), frame.payload.size(), deadline(10));
     }
-    link->receive(deadline(20));
+    // The learner's credit comes first; then nothing, until it ends the link.
+    const auto until = deadline(20);
+    while (link->receive(until)) {
+    }
   } catch (const PeerLost&) {
-    return 0;  // the learner refused a message and ended the connection
+    return 0;  // the learner refused a message and ended the link
   }
   std::fprintf(stderr, "hostile actor (%s): the learner kept the connection\n", mode.c_str());
   return 1;

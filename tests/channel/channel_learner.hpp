@@ -97,6 +97,8 @@ struct Watched {
       REQUIRE(identity.sequence == next_sequence);
       ++next_sequence;
       ++trees;
+    } catch (const ChannelClosed& e) {
+      end("ChannelClosed", e.what());
     } catch (const PeerLost& e) {
       end("PeerLost", e.what());
     } catch (const Timeout& e) {

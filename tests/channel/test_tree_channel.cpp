@@ -64,8 +64,8 @@ TEST_CASE("a channel carries nested host trees, every element as sent, each layo
     CHECK(identity.sequence == sequence);
     if (sequence == 19) CHECK(channel.stats().schemas_received == 1);
   }
-  // The actor closes its end: this end learns it from its next receive.
-  CHECK_THROWS_AS(channel.recv(), PeerLost);
+  // The actor closes its end, in order: this end learns it from its next receive.
+  CHECK_THROWS_AS(channel.recv(), ChannelClosed);
   CHECK_FALSE(channel.is_open());
   REQUIRE(actor.join().empty());
   CHECK(sent.schemas_sent == 2);
@@ -126,7 +126,7 @@ TEST_CASE("recv_into fills a tree of the sender's layout and refuses another lay
   CHECK(refusal.find("the tree that came is dropped") != std::string::npos);
   CHECK(check_channel_tree(other, kRows + 1).empty());
   CHECK(other.get("meta").data<std::int64_t>()[0] == 0);
-  CHECK_THROWS_AS(channel.recv(), PeerLost);
+  CHECK_THROWS_AS(channel.recv(), ChannelClosed);
   REQUIRE(actor.join().empty());
 }
 
@@ -150,7 +150,7 @@ TEST_CASE("a channel carries trees both ways: the learner's to the actor, the ac
     CHECK(identity.actor == 7);
     CHECK(identity.sequence == sequence);
   }
-  CHECK_THROWS_AS(channel.recv(), PeerLost);
+  CHECK_THROWS_AS(channel.recv(), ChannelClosed);
   CHECK(actor.join().empty());
   CHECK(actor_problem.empty());
   CHECK(channel.stats().schemas_sent == 1);
@@ -184,7 +184,7 @@ TEST_CASE("keepalives hold a quiet sender's channel open, and a receiver back af
   CHECK(check_channel_tree(second, kRows, &identity).empty());
   CHECK(identity.sequence == 1);
   CHECK(channel.stats().keepalives_received >= 4);
-  CHECK_THROWS_AS(channel.recv(), PeerLost);
+  CHECK_THROWS_AS(channel.recv(), ChannelClosed);
   REQUIRE(actor.join().empty());
   CHECK(keepalives_sent == 8);
 }
@@ -211,6 +211,25 @@ TEST_CASE("an actor SIGKILLed mid-transfer ends only its channel, within the tim
   INFO(fault.message);
   CHECK((fault.ended == "PeerLost" || fault.ended == "Timeout"));
   CHECK(fault.noticed_after < 2500ms);
+}
+
+// The learner reads nothing while an actor streams, so the engine's queue for it fills and it stops
+// reading that connection; then the actor dies, and the learner reads nothing for a while more. In
+// libzmq 4.3.4 its heartbeat timer then wrote to the broken connection and aborted the learner
+// (stream_engine_base.cpp:331); the channel must end with the trees that arrived whole, then PeerLost.
+TEST_CASE("an actor SIGKILLed while the learner reads nothing ends its channel after its whole trees; the learner lives") {
+  TreeListener listener = TreeListener::bind("127.0.0.1:0", short_timeout());
+  const pid_t actor = spawn_actor(listener.address(), 1, "stream", 0, 1 << 16);  // trees of about 3.5 MB
+  Watched watched(accept_one(listener), 1, 1 << 16);
+  REQUIRE(poll_until({&watched}, [&] { return watched.trees >= 1; }, 10s));
+  std::this_thread::sleep_for(500ms);  // the actor fills what the learner takes in
+  ::kill(actor, SIGKILL);
+  CHECK(exit_status(actor) == 128 + SIGKILL);
+  std::this_thread::sleep_for(1200ms);  // longer than the channel's timeout / 4
+  REQUIRE(poll_until({&watched}, [&] { return !watched.ended.empty(); }, 10s));
+  INFO(watched.message);
+  CHECK((watched.ended == "PeerLost" || watched.ended == "Timeout"));
+  CHECK(watched.trees >= 2);
 }
 
 TEST_CASE("a hung actor (SIGSTOP) ends its channel with Timeout within the timeout while another keeps sending") {
@@ -261,7 +280,7 @@ TEST_CASE("an actor restarted after a kill connects again and starts with its la
   Watched after(accept_one(listener), 4, kRows);
   // It closes its end after its last tree.
   REQUIRE(poll_until({&after}, [&] { return !after.ended.empty(); }, 10s));
-  CHECK(after.ended == "PeerLost");
+  CHECK(after.ended == "ChannelClosed");
   CHECK(after.trees == 30);
   CHECK(after.channel.stats().schemas_received == 1);
   CHECK(after.channel.stats().trees_received == 30);
@@ -275,7 +294,7 @@ TEST_CASE("100 cycles of connect, send and disconnect leave the learner no more 
     TreeChannel channel = accept_one(listener);
     const TensorTree tree = channel.recv();
     CHECK(check_channel_tree(tree, kRows).empty());
-    CHECK_THROWS_AS(channel.recv(), PeerLost);  // the actor closed its end
+    CHECK_THROWS_AS(channel.recv(), ChannelClosed);  // the actor closed its end
     REQUIRE(actor.join().empty());
   };
   for (std::int64_t warmup = 0; warmup < 5; ++warmup) cycle(warmup);
@@ -284,6 +303,10 @@ TEST_CASE("100 cycles of connect, send and disconnect leave the learner no more 
   const Clock::time_point start = Clock::now();
   for (std::int64_t sequence = 0; sequence < 100; ++sequence) cycle(sequence);
   INFO("100 cycles took " << std::chrono::duration<double>(Clock::now() - start).count() << " s");
+  // The last actor's connection goes once ZeroMQ's I/O thread has seen it close (on a loaded
+  // machine, after this thread took its close frame).
+  const Clock::time_point settled_by = Clock::now() + 2s;
+  while (open_descriptors() > descriptors && Clock::now() < settled_by) CHECK_FALSE(listener.accept(10ms));
   CHECK(open_descriptors() <= descriptors);
 #if defined(__SANITIZE_ADDRESS__)
   // AddressSanitizer's allocator maps its regions as it goes, and LeakSanitizer checks memory.
@@ -316,7 +339,7 @@ TEST_CASE("trees from actor processes go into the learner's replay buffer, every
             replay.extend(*tree);
             ++trees;
           }
-        } catch (const PeerLost&) {
+        } catch (const ChannelClosed&) {
           open[c] = false;  // the actor sent its trees and closed
         }
       }

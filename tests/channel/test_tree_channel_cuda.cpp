@@ -45,7 +45,7 @@ TEST_CASE("a channel carries CUDA trees both ways, every element as sent, on the
       CHECK(identity.sequence == sequence);
     }
   }
-  CHECK_THROWS_AS(channel.recv(), PeerLost);
+  CHECK_THROWS_AS(channel.recv(), ChannelClosed);
   REQUIRE(actor.join() == "");
   CHECK(actor_problem.empty());
 }

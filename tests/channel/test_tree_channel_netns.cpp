@@ -49,8 +49,8 @@ TEST_CASE("actors on another node (a network namespace, TCP over a veth pair) se
   INFO(many.message + " / " + big.message);
   CHECK(many.trees == 40);
   CHECK(big.trees == 4);
-  CHECK(many.ended == "PeerLost");
-  CHECK(big.ended == "PeerLost");
+  CHECK(many.ended == "ChannelClosed");
+  CHECK(big.ended == "ChannelClosed");
   CHECK(many.channel.stats().schemas_received == 1);
   CHECK(exit_status(small) == 0);
   CHECK(exit_status(large) == 0);

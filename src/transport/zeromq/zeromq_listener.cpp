@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "core/text_format.hpp"
 #include "tensortree/error.hpp"
@@ -91,6 +92,10 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
     if (options.credential) zap_.emplace(context_, options.credential->public_text());
     configure(router_, options, /*server=*/true);
     router_.set(zmq::sockopt::router_mandatory, 1);
+    // A peer's last messages stay readable after its connection closes only while the socket
+    // lingers: ZeroMQ drops a closed connection's unread messages at once with a linger of 0. The
+    // socket itself closes with 0 (the destructor): a learner going away waits for nobody.
+    router_.set(zmq::sockopt::linger, static_cast<int>(options.timeout.count()));
     events_.emplace(context_, router_);
     try {
       router_.bind(endpoint.tcp());
@@ -100,7 +105,10 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
     }
     address_ = reported_address(endpoint, router_.get(zmq::sockopt::last_endpoint));
   }
-  ~ListeningNode() override { zap_.reset(); }
+  ~ListeningNode() override {
+    router_.set(zmq::sockopt::linger, 0);
+    zap_.reset();
+  }
 
   std::string address() const override { return address_; }
 
@@ -132,7 +140,17 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
     if (zmq::poll(items.data(), items.size(), std::max(wait, std::chrono::milliseconds(0))) == 0) return false;
     while (read_one_message()) {
     }
-    while (std::optional<SocketEvent> event = events_->next()) take_event(*event);
+    take_events();
+    // A connection's last messages reach the socket just after the event saying it closed: they
+    // are read before its link fails, so that a peer's last words (its close) are never lost.
+    if (!lost_.empty()) {
+      while (read_one_message()) {
+      }
+      for (const std::shared_ptr<Peer>& peer : lost_) {
+        fail_peer(*peer, std::make_exception_ptr(PeerLost(fmt::format("the connection to {} broke", peer->name))));
+      }
+      lost_.clear();
+    }
     return true;
   }
 
@@ -152,8 +170,11 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
     try {
       if (!router_.send(zmq::buffer(peer.id), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
     } catch (const zmq::error_t& error) {
-      if (error.num() == EHOSTUNREACH) throw PeerLost(fmt::format("the connection to {} broke", peer.name));
-      throw_engine_error(error, "channel link send");
+      if (error.num() != EHOSTUNREACH) throw_engine_error(error, "channel link send");
+      // The connection is gone and what was sent goes nowhere; the link fails once the messages
+      // its peer sent before going are read (progress), as for a closed connection.
+      lose(peer);
+      return true;
     }
     (void)router_.send(header, payload ? zmq::send_flags::sndmore : zmq::send_flags::none);
     if (payload) (void)router_.send(*payload, zmq::send_flags::none);
@@ -211,6 +232,10 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
     // The connection's descriptor and address come with the parts its engine read, not with the
     // routing id the ROUTER adds.
     const int descriptor = connection_descriptor(parts.header);
+    // Events of an earlier connection that had the same descriptor (its close) were sent before
+    // this one's first message, but may not have been read yet: they go first, so that they are
+    // not taken for this connection's.
+    take_events();
     auto peer = std::make_shared<Peer>();
     peer->id = id.to_string();
     peer->name = describe(parts.header, descriptor);
@@ -218,6 +243,10 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
     peers_[peer->id] = peer;
     if (descriptor >= 0) by_descriptor_[descriptor] = peer->id;
     greeted_.push_back(std::move(peer));
+  }
+
+  void take_events() {
+    while (std::optional<SocketEvent> event = events_->next()) take_event(*event);
   }
 
   void take_event(const SocketEvent& event) {
@@ -236,10 +265,16 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
     const auto peer = peers_.find(found->second);
     by_descriptor_.erase(found);
     if (peer == peers_.end()) return;
-    peer->second->connected = false;
-    peer->second->descriptor = -1;
-    fail_peer(*peer->second,
-              std::make_exception_ptr(PeerLost(fmt::format("the connection to {} broke", peer->second->name))));
+    lose(*peer->second);
+  }
+
+  // progress() fails the peer's link once its last messages are read.
+  void lose(Peer& peer) {
+    if (!peer.connected) return;
+    peer.connected = false;
+    peer.descriptor = -1;
+    const auto found = peers_.find(peer.id);
+    if (found != peers_.end()) lost_.push_back(found->second);
   }
 
   static int connection_descriptor(zmq::message_t& message) {
@@ -282,6 +317,7 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
   std::map<std::string, std::shared_ptr<Peer>> peers_;  // by routing id
   std::map<int, std::string> by_descriptor_;
   std::deque<std::shared_ptr<Peer>> greeted_;  // waiting for accept()
+  std::vector<std::shared_ptr<Peer>> lost_;     // connections closed, links not yet failed
   RefusalCounts refusals_;
 };
 

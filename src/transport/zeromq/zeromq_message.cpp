@@ -31,11 +31,16 @@ void configure(zmq::socket_t& socket, const NodeOptions& options, bool server) {
   socket.set(zmq::sockopt::rcvhwm, options.queued_messages);
   const int timeout_ms = static_cast<int>(options.timeout.count());
   socket.set(zmq::sockopt::handshake_ivl, timeout_ms);
-  // A silent peer is the channel's to judge (Timeout at its timeout); ZeroMQ's heartbeats close the
-  // connection of one that answers nothing for twice as long, so that its resources go.
-  socket.set(zmq::sockopt::heartbeat_ivl, std::max(1, timeout_ms / 4));
-  socket.set(zmq::sockopt::heartbeat_timeout, 2 * timeout_ms);
-  socket.set(zmq::sockopt::heartbeat_ttl, 2 * timeout_ms);
+  // A silent peer is the channel's to judge (Timeout at its timeout, from the keepalives the channel
+  // sends). A connection whose peer vanished without closing it is the kernel's: TCP keepalives
+  // from the timeout on end it, and ZeroMQ drops it. Not ZeroMQ's heartbeats: in libzmq 4.3.4 their
+  // timer writes to a connection whose input was stopped by a full queue and that then broke, and
+  // asserts (stream_engine_base.cpp:331, "!_io_error"), aborting the process.
+  const int keepalive_s = std::max(1, timeout_ms / 1000);
+  socket.set(zmq::sockopt::tcp_keepalive, 1);
+  socket.set(zmq::sockopt::tcp_keepalive_idle, keepalive_s);
+  socket.set(zmq::sockopt::tcp_keepalive_intvl, keepalive_s);
+  socket.set(zmq::sockopt::tcp_keepalive_cnt, 3);
   if (!options.credential) return;
   const ChannelCredential& key = *options.credential;
   if (server) {

@@ -19,7 +19,7 @@ namespace tensortree::zeromq {
 
 struct NodeOptions {
   // The job's credential; none only with loopback_without_credential.
-  std::optional<ChannelCredential> credential;
+  std::optional<ChannelCredential> credential{};
   // Plain loopback connections (127.0.0.0/8, ::1) without a credential: for tests and one host.
   bool loopback_without_credential = false;
   // The largest message part a peer may send (header or payload); larger ends its connection
@@ -27,8 +27,8 @@ struct NodeOptions {
   std::uint64_t max_message_bytes = std::uint64_t{1} << 34;
   // Messages queued per connection each way before a sender waits (ZeroMQ's high-water marks).
   int queued_messages = 8;
-  // A connection that completes no handshake in this time is closed; heartbeats every quarter of
-  // it, and a peer that answers none for twice as long is gone.
+  // A connection that completes no handshake in this time is closed; one whose peer's host stops
+  // answering is closed by TCP keepalives that begin after it (in whole seconds, three tries).
   std::chrono::milliseconds timeout{5000};
 };
 
