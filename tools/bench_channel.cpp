@@ -10,9 +10,11 @@
 //                TCP over it on both ends (UCX_TLS=tcp, UCX_NET_DEVICES), as between two hosts;
 //                skipped, with a message, where namespaces cannot be made (it needs root)
 //
-// The receiver is this process; the sender is this program again (--send raw|channel), started
-// per column and paced round by round through a pipe (sender_process.hpp). Columns:
+// The receiver is this process; the sender is this program again (--send tcp|raw|channel),
+// started per column and paced round by round through a pipe (sender_process.hpp). Columns:
 //
+//   tcp      a plain TCP socket moving the same bytes into one preallocated buffer
+//            (bench_channel_tcp.hpp): the baseline of the channel's goal (channel >= 0.9x tcp)
 //   raw      one active message per tree through transport/ucx's links, into one preallocated
 //            buffer: no frame checks, no schema, no pool (the floor)
 //   channel  the consolidated tree over a TreeChannel (the steady state: its layout went once, in
@@ -28,7 +30,7 @@
 // reported (a round lasts milliseconds: the counts keep it so). The last tree (the last raw
 // buffer) is compared with what was sent, every byte, and received into zeros. The *_vs_* columns
 // are speeds: the other column's time over the channel's (1 = as fast; the goal is channel >= 0.9x
-// raw). Exits non-zero on a wrong value or a failed side.
+// tcp). Exits non-zero on a wrong value or a failed side.
 //
 // --columns runs only some columns (one alone, to profile it: perf record --no-inherit profiles the
 // receiver; the senders are processes of their own).
@@ -52,6 +54,7 @@
 
 #include "bench_channel_placement.hpp"
 #include "bench_channel_sender.hpp"
+#include "bench_channel_tcp.hpp"
 #include "bench_channel_tree.hpp"
 #include "bench_table.hpp"
 #include "tensortree/channel_credential.hpp"
@@ -70,7 +73,7 @@ struct Config {
   int count = 1000;
   int rounds = 7;
   std::vector<std::string> placements{"localhost", "namespaces"};
-  std::vector<std::string> columns{"raw", "channel", "into", "mpi"};
+  std::vector<std::string> columns{"tcp", "raw", "channel", "into", "mpi"};
 };
 
 // One case: `count` trees of `shape` per round.
@@ -144,6 +147,23 @@ double raw_column(const Placement& where, Case c, const Config& config) {
   return seconds;
 }
 
+double tcp_column(const Placement& where, Case c, const Config& config) {
+  const std::size_t bytes = payload_bytes(make_channel_tree(c.shape));
+  asio::io_context io;
+  tcp::acceptor acceptor(io, endpoint_of(where.bind_address()));
+  SenderProcess sender(where.sender_command(sender_args("tcp", address_of(acceptor.local_endpoint()), c)));
+  tcp::socket socket = acceptor.accept();
+  std::vector<std::byte> landing(bytes, std::byte{0});
+  const auto receive_one = [&] { asio::read(socket, asio::buffer(landing)); };
+  const double seconds = receive_rounds(sender, config, c.count, receive_one);
+  sender.stop();
+  boost::system::error_code end;
+  while (!end) asio::read(socket, asio::buffer(landing), end);  // until the sender closes
+  check(sender.wait() == 0, "the tcp sender process failed");
+  check(std::memcmp(landing.data(), raw_pattern(bytes).data(), bytes) == 0, "the tcp buffer differs from what was sent");
+  return seconds;
+}
+
 // recv() per message, or recv_into() a tree of the layout (`into`).
 double channel_column(const Placement& where, Case c, const Config& config, bool into) {
   const ScopedEnv ucx_env = where.ucx_here();
@@ -165,9 +185,9 @@ double channel_column(const Placement& where, Case c, const Config& config, bool
   return seconds;
 }
 
-// The four columns' seconds per message; nullopt for a column not run.
+// The columns' seconds per message; nullopt for a column not run.
 struct Times {
-  std::optional<double> raw, recv, into, mpi;
+  std::optional<double> tcp, raw, recv, into, mpi;
 };
 
 void add_row(Table& table, const Placement& where, Case c, const Times& t) {
@@ -177,9 +197,9 @@ void add_row(Table& table, const Placement& where, Case c, const Times& t) {
     return mine && other ? fixed(*other / *mine, 2) : "-";
   };
   table.add({where.name(), label(c.shape), std::to_string(payload_bytes(make_channel_tree(c.shape))),
-             std::to_string(c.count),
-             us(t.raw), us(t.recv), us(t.into), us(t.mpi), speed(t.recv, t.raw), speed(t.into, t.raw),
-             speed(t.recv, t.mpi), speed(t.into, t.mpi)});
+             std::to_string(c.count), us(t.tcp), us(t.raw), us(t.recv), us(t.into), us(t.mpi),
+             speed(t.recv, t.tcp), speed(t.recv, t.raw), speed(t.into, t.raw), speed(t.recv, t.mpi),
+             speed(t.into, t.mpi)});
 }
 
 bool wanted(const Config& config, const char* column) {
@@ -189,6 +209,7 @@ bool wanted(const Config& config, const char* column) {
 void run_placement(const Placement& where, const Config& config, Table& table) {
   for (const Case& c : cases_of(config)) {
     Times t;
+    if (wanted(config, "tcp")) t.tcp = tcp_column(where, c, config);
     if (wanted(config, "raw")) t.raw = raw_column(where, c, config);
     if (wanted(config, "channel")) t.recv = channel_column(where, c, config, false);
     if (wanted(config, "into")) t.into = channel_column(where, c, config, true);
@@ -198,8 +219,8 @@ void run_placement(const Placement& where, const Config& config, Table& table) {
 }
 
 int drive(const Config& config, bool csv) {
-  Table table({"placement", "tree", "bytes", "messages", "raw_us", "channel_us", "into_us", "mpi_us", "channel_vs_raw",
-               "into_vs_raw", "channel_vs_mpi", "into_vs_mpi"},
+  Table table({"placement", "tree", "bytes", "messages", "tcp_us", "raw_us", "channel_us", "into_us", "mpi_us",
+               "channel_vs_tcp", "channel_vs_raw", "into_vs_raw", "channel_vs_mpi", "into_vs_mpi"},
               csv);
   int status = 0;
   try {
@@ -224,7 +245,13 @@ int drive(const Config& config, bool csv) {
 int run_sender(const std::string& kind, const std::string& address, const std::string& tree, int count) {
   try {
     const TreeShape shape = TreeShape::parse(tree);
-    kind == "raw" ? send_raw(address, shape, count) : send_channel(address, shape, count);
+    if (kind == "tcp") {
+      send_tcp(address, shape, count);
+    } else if (kind == "raw") {
+      send_raw(address, shape, count);
+    } else {
+      send_channel(address, shape, count);
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_channel: sender: %s\n", e.what());
@@ -255,11 +282,12 @@ int main(int argc, char** argv) {
   app.add_option("--placements", config.placements, "localhost, namespaces")
       ->delimiter(',')
       ->check(CLI::IsMember({"localhost", "namespaces"}));
-  app.add_option("--columns", config.columns, "raw, channel, into, mpi (one alone, to profile it)")
+  app.add_option("--columns", config.columns, "tcp, raw, channel, into, mpi (one alone, to profile it)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"raw", "channel", "into", "mpi"}));
+      ->check(CLI::IsMember({"tcp", "raw", "channel", "into", "mpi"}));
   app.add_flag("--csv", csv, "print CSV instead of a table");
-  app.add_option("--send", send_kind, "(the sender process) raw or channel")->check(CLI::IsMember({"raw", "channel"}));
+  app.add_option("--send", send_kind, "(the sender process) tcp, raw or channel")
+      ->check(CLI::IsMember({"tcp", "raw", "channel"}));
   app.add_option("--to", send_to, "(the sender process) the receiver's address");
   app.add_option("--tree", tree, "(the sender process) the tree: LEAVESxBYTES");
   CLI11_PARSE(app, argc, argv);
