@@ -58,6 +58,7 @@ void TreeChannel::State::send_layout(const Schema& layout) {
 void TreeChannel::State::await_credit(std::uint64_t bytes, Clock::time_point deadline) {
   drain();  // what the peer sent meanwhile (credit, its trees) never waits behind this end's sends
   while (!send_credit.allows(bytes)) {
+    if (peer_closed) throw ChannelClosed(fmt::format("tree channel: {} closed the channel", link_peer()));
     if (Clock::now() >= deadline) {
       throw Timeout(fmt::format("tree channel: {} granted no credit for {} ms ({} trees sent are not taken yet)",
                                 link_peer(), options.timeout.count(), send_credit.in_flight()));
