@@ -134,12 +134,21 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
   // Reads what arrived (and connection events), waiting until `until` for something; false when
   // nothing came.
   bool progress(Clock::time_point until) {
-    std::array<zmq::pollitem_t, 2> items{{{router_.handle(), 0, ZMQ_POLLIN, 0},
-                                          {events_->socket().handle(), 0, ZMQ_POLLIN, 0}}};
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-    if (zmq::poll(items.data(), items.size(), std::max(wait, std::chrono::milliseconds(0))) == 0) return false;
-    while (read_one_message()) {
+    // Without a wait, the socket is read directly, and at most every kRereadAfter: each read takes
+    // every peer's messages, and costs system calls (ZeroMQ polls its mailbox and checks its pid),
+    // so a learner calling try_recv(0) on each of its channels in turn reads the socket about once
+    // a turn, not once a channel. zmq_poll is for waiting.
+    const Clock::time_point now = Clock::now();
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
+    if (wait.count() <= 0 && now - last_read_ < kRereadAfter) return false;
+    last_read_ = now;
+    if (wait.count() > 0) {
+      std::array<zmq::pollitem_t, 2> items{{{router_.handle(), 0, ZMQ_POLLIN, 0},
+                                            {events_->socket().handle(), 0, ZMQ_POLLIN, 0}}};
+      if (zmq::poll(items.data(), items.size(), wait) == 0) return false;
     }
+    bool read = false;
+    while (read_one_message()) read = true;
     take_events();
     // A connection's last messages reach the socket just after the event saying it closed: they
     // are read before its link fails, so that a peer's last words (its close) are never lost.
@@ -151,7 +160,7 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
       }
       lost_.clear();
     }
-    return true;
+    return read || wait.count() > 0;
   }
 
   // [routing id][header][payload] to `peer`, waiting while its queue is full (ROUTER_MANDATORY
@@ -318,6 +327,8 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
   std::map<int, std::string> by_descriptor_;
   std::deque<std::shared_ptr<Peer>> greeted_;  // waiting for accept()
   std::vector<std::shared_ptr<Peer>> lost_;     // connections closed, links not yet failed
+  static constexpr auto kRereadAfter = std::chrono::microseconds(20);
+  Clock::time_point last_read_{};
   RefusalCounts refusals_;
 };
 
