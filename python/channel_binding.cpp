@@ -19,24 +19,34 @@ namespace py = pybind11;
 
 namespace {
 
-ChannelOptions channel_options(double timeout, std::uint64_t max_tree_bytes, std::optional<ChannelCredential> credential,
-                               bool plain_loopback) {
-  return {.credential = std::move(credential),
-          .plain_loopback = plain_loopback,
-          .timeout = milliseconds_from(timeout, "channel timeout"),
-          .max_tree_bytes = max_tree_bytes};
-}
-
 // `open(address, options)` (TreeChannel::connect, TreeListener::bind) taking the options as Python
 // keywords, with the GIL released while it waits.
 template <class Result>
 auto with_options(Result (*open)(const std::string&, const ChannelOptions&)) {
   return [open](const std::string& address, double timeout, std::uint64_t max_tree_bytes,
-                std::optional<ChannelCredential> credential, bool plain_loopback) {
-    const ChannelOptions options = channel_options(timeout, max_tree_bytes, std::move(credential), plain_loopback);
+                std::optional<ChannelCredential> credential, bool plain_loopback, std::uint64_t max_trees_in_flight,
+                std::uint64_t max_bytes_in_flight) {
+    const ChannelOptions options{.credential = std::move(credential),
+                                 .plain_loopback = plain_loopback,
+                                 .timeout = milliseconds_from(timeout, "channel timeout"),
+                                 .max_tree_bytes = max_tree_bytes,
+                                 .max_trees_in_flight = max_trees_in_flight,
+                                 .max_bytes_in_flight = max_bytes_in_flight};
     py::gil_scoped_release unlocked;
     return open(address, options);
   };
+}
+
+// Binds with_options(open) as the static method `name` of `cls`: the address, then the options
+// as keywords with ChannelOptions' defaults.
+template <class Class, class Result, class Address>
+void def_opener(Class& cls, const char* name, Result (*open)(const std::string&, const ChannelOptions&),
+                Address address, const char* doc) {
+  const ChannelOptions defaults;
+  cls.def_static(name, with_options(open), address, py::arg("timeout") = 5.0,
+                 py::arg("max_tree_bytes") = defaults.max_tree_bytes, py::arg("credential") = py::none(),
+                 py::arg("plain_loopback") = false, py::arg("max_trees_in_flight") = defaults.max_trees_in_flight,
+                 py::arg("max_bytes_in_flight") = defaults.max_bytes_in_flight, doc);
 }
 
 // `call(channel, tree)` on a tree given as a TensorTree or a dict (its batch size inferred), with
@@ -73,14 +83,14 @@ void bind_channel(py::module_& module) {
       .def_readonly("schemas_received", &ChannelStats::schemas_received)
       .def_readonly("trees_received", &ChannelStats::trees_received)
       .def_readonly("keepalives_received", &ChannelStats::keepalives_received);
-  py::class_<TreeChannel>(module, "TreeChannel",
-                          "Whole trees to and from one peer process, any node; its failures are its own "
-                          "(PeerLost, Timeout, CorruptData, SchemaMismatch).")
-      .def_static("connect", with_options(&TreeChannel::connect),
-                  py::arg("address"), py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34,
-                  py::arg("credential") = py::none(), py::arg("plain_loopback") = false,
-                  "A channel to the listener at address, with the job's credential (default: "
-                  "TENSORTREE_CHANNEL_KEY).")
+  py::class_<TreeChannel> channel_class(module, "TreeChannel",
+                                        "Whole trees to and from one peer process, any node; its failures are its "
+                                        "own (PeerLost, Timeout, CorruptData, SchemaMismatch), and a peer's close "
+                                        "ends it with ChannelClosed after everything it sent.");
+  def_opener(channel_class, "connect", &TreeChannel::connect, py::arg("address"),
+             "A channel to the listener at address, with the job's credential (default: TENSORTREE_CHANNEL_KEY); "
+             "max_trees_in_flight and max_bytes_in_flight are the credit this end grants its peer.");
+  channel_class
       .def("send", with_tree([](TreeChannel& channel, const TensorTree& tree) { channel.send(tree); }), py::arg("tree"))
       .def("post", with_tree([](TreeChannel& channel, const TensorTree& tree) { channel.post(tree); }), py::arg("tree"),
            "Sends without waiting; a newer post replaces one not yet on its way.")
@@ -105,12 +115,11 @@ void bind_channel(py::module_& module) {
       .def("close", &TreeChannel::close, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("peer", &TreeChannel::peer)
       .def_property_readonly("stats", &TreeChannel::stats);
-  py::class_<TreeListener>(module, "TreeListener", "Where a learner accepts actors' channels.")
-      .def_static("bind", with_options(&TreeListener::bind),
-                  py::arg("address") = ":0", py::arg("timeout") = 5.0, py::arg("max_tree_bytes") = std::uint64_t{1} << 34,
-                  py::arg("credential") = py::none(), py::arg("plain_loopback") = false,
-                  "Listens on address; only peers holding the job's credential (default: TENSORTREE_CHANNEL_KEY) "
-                  "get in.")
+  py::class_<TreeListener> listener_class(module, "TreeListener", "Where a learner accepts actors' channels.");
+  def_opener(listener_class, "bind", &TreeListener::bind, py::arg("address") = ":0",
+             "Listens on address; only peers holding the job's credential (default: TENSORTREE_CHANNEL_KEY) get in; "
+             "max_trees_in_flight and max_bytes_in_flight are the credit it grants each actor.");
+  listener_class
       .def_property_readonly("address", &TreeListener::address)
       .def("accept",
            [](TreeListener& listener, double wait) {

@@ -1,5 +1,5 @@
 """Tree channels from Python: a listener, an actor's channel, trees both ways and the weights over
-channels. Each end has a thread of its own, as each has a UCX node of its own in a process; the
+channels. Each end has a thread of its own, as each has a ZeroMQ socket of its own in a process; the
 waiting calls release the GIL, so both run in one interpreter."""
 import threading
 
@@ -65,3 +65,28 @@ def test_a_peer_without_the_credential_is_refused(tmp_path):
         tensortree.TreeChannel.connect(listener.address, timeout=2.0, credential=tensortree.ChannelCredential.generate())
     with pytest.raises(tensortree.InvalidArgument, match="needs the job's credential"):
         tensortree.TreeListener.bind("0.0.0.0:0", plain_loopback=True)
+
+
+def test_a_sender_waits_for_the_learners_credit_and_a_close_ends_the_channel_in_order():
+    key = tensortree.ChannelCredential.generate()
+    listener = tensortree.TreeListener.bind("127.0.0.1:0", timeout=5.0, credential=key, max_trees_in_flight=2)
+    sent = []
+
+    def send_ten():
+        channel = tensortree.TreeChannel.connect(listener.address, timeout=5.0, credential=key)
+        for step in range(10):
+            channel.send({"obs": obs(step)})
+            sent.append(step)
+        channel.close()
+
+    thread = threading.Thread(target=send_ten)
+    thread.start()
+    learner = listener.accept(10.0)
+    thread.join(0.4)  # the learner takes nothing meanwhile: two trees are all its credit allows
+    assert sent == [0, 1]
+    for step in range(10):
+        assert torch.equal(learner.recv().to_dict()["obs"], obs(step))
+    thread.join()
+    assert sent == list(range(10))
+    with pytest.raises(tensortree.ChannelClosed):
+        learner.recv()
