@@ -33,8 +33,8 @@ struct RawFrame {
 };
 
 std::vector<std::byte> frame_header(detail::FrameKind kind, std::uint64_t sequence) {
-  const auto bytes = detail::encode_frame({kind, sequence}).span();
-  return {bytes.begin(), bytes.end()};
+  const detail::EncodedFrame encoded = detail::encode_frame({kind, sequence});
+  return {encoded.span().begin(), encoded.span().end()};
 }
 
 // What a hostile actor sends, by mode; every one must end its channel on the learner.

@@ -21,7 +21,9 @@ using namespace tensortree::test;
 
 namespace {
 
-ChannelOptions short_timeout() { return {.timeout = 1500ms}; }
+// A learner takes the trees that arrived before an actor died before it learns of the death, so
+// the window (here two of the 3.5 MB trees the killed actors send) bounds how late it learns it.
+ChannelOptions short_timeout() { return {.timeout = 1500ms, .max_bytes_in_flight = 8 << 20}; }
 
 int open_descriptors() {
   int count = 0;

@@ -60,7 +60,8 @@ TEST_CASE("actors on another node (a network namespace, TCP over a veth pair) se
 // within the time the localhost tests expect, while another actor's channel keeps receiving.
 TEST_CASE("across the namespaces, a killed, a hung and a hostile actor end only their channels; a restarted one reconnects") {
   const std::unique_ptr<tools::OtherNode> node = other_node();
-  TreeListener listener = TreeListener::bind(node->here_ip() + ":0", {.timeout = 1500ms});
+  // The window bounds how many trees a killed actor left that the learner takes before it learns.
+  TreeListener listener = TreeListener::bind(node->here_ip() + ":0", {.timeout = 1500ms, .max_bytes_in_flight = 8 << 20});
   SECTION("killed mid-transfer") {
     const Fault fault = signal_one_of_two(listener, SIGKILL, 1 << 16, inside(*node));
     INFO(fault.message);
