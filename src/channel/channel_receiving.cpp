@@ -102,7 +102,7 @@ std::optional<detail::ArrivedTree> TreeChannel::State::next_tree(Clock::time_poi
       sending_before_receiving([&] { report_credit_if_due(/*idle=*/false); });
       return tree;
     }
-    if (peer_closed) throw ChannelClosed(fmt::format("tree channel: {} closed the channel", link_peer()));
+    throw_if_peer_closed();
     // A caller back after longer than the timeout first takes what arrived meanwhile (each frame
     // moves last_heard): the silence it measures is the peer's, not its own.
     if (pull(Clock::now())) continue;

@@ -22,8 +22,9 @@ void TreeChannel::State::send_frame(FrameKind kind, const std::byte* data, std::
   last_sent = Clock::now();
 }
 
-void TreeChannel::State::post_frame(FrameKind kind, std::shared_ptr<const detail::WireTree> keep) {
-  const detail::EncodedFrame header = detail::encode_frame({kind, send_sequence});
+void TreeChannel::State::post_frame(FrameKind kind, std::shared_ptr<const detail::WireTree> keep,
+                                    const detail::Credit& credit) {
+  const detail::EncodedFrame header = detail::encode_frame({kind, send_sequence, credit});
   const std::byte* data = keep ? keep->buffer->data() : nullptr;
   const std::size_t length = keep ? keep->message_bytes() : 0;
   link->post(header.span(), data, length, std::move(keep), Clock::now() + options.timeout);
@@ -32,12 +33,7 @@ void TreeChannel::State::post_frame(FrameKind kind, std::shared_ptr<const detail
 }
 
 // Posted, never sent: a receiver must not wait on a peer that is not reading.
-void TreeChannel::State::post_credit(const detail::Credit& credit) {
-  const detail::EncodedFrame header = detail::encode_frame({FrameKind::Credit, send_sequence, credit});
-  link->post(header.span(), nullptr, 0, nullptr, Clock::now() + options.timeout);
-  ++send_sequence;
-  last_sent = Clock::now();
-}
+void TreeChannel::State::post_credit(const detail::Credit& credit) { post_frame(FrameKind::Credit, nullptr, credit); }
 
 void TreeChannel::State::keep_alive_if_quiet() {
   if (Clock::now() - last_sent < options.timeout / 3) return;
@@ -58,7 +54,7 @@ void TreeChannel::State::send_layout(const Schema& layout) {
 void TreeChannel::State::await_credit(std::uint64_t bytes, Clock::time_point deadline) {
   drain();  // what the peer sent meanwhile (credit, its trees) never waits behind this end's sends
   while (!send_credit.allows(bytes)) {
-    if (peer_closed) throw ChannelClosed(fmt::format("tree channel: {} closed the channel", link_peer()));
+    throw_if_peer_closed();
     if (Clock::now() >= deadline) {
       throw Timeout(fmt::format("tree channel: {} granted no credit for {} ms ({} trees sent are not taken yet)",
                                 link_peer(), options.timeout.count(), send_credit.in_flight()));

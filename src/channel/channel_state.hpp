@@ -86,6 +86,8 @@ struct TreeChannel::State {
 
   const std::string& link_peer() const { return link->peer(); }
   void check_open() const;
+  // ChannelClosed once the peer's close frame was taken.
+  void throw_if_peer_closed() const;
   // Any error of a call ends the channel: the link fails with it, and later calls throw it again.
   template <class Body>
   auto guarded(Body&& body) {
@@ -102,7 +104,8 @@ struct TreeChannel::State {
 
   // ---- sending (channel_sending.cpp) ----
   void send_frame(detail::FrameKind kind, const std::byte* data, std::size_t length);
-  void post_frame(detail::FrameKind kind, std::shared_ptr<const detail::WireTree> keep);
+  void post_frame(detail::FrameKind kind, std::shared_ptr<const detail::WireTree> keep,
+                  const detail::Credit& credit = {});
   void post_credit(const detail::Credit& credit);
   void keep_alive_if_quiet();
   void send_layout(const Schema& layout);

@@ -56,6 +56,10 @@ void TreeChannel::State::check_open() const {
   if (!closed_why.empty()) throw ChannelClosed(closed_why);
 }
 
+void TreeChannel::State::throw_if_peer_closed() const {
+  if (peer_closed) throw ChannelClosed(fmt::format("tree channel: {} closed the channel", link_peer()));
+}
+
 void TreeChannel::State::open() {
   last_heard = Clock::now();
   guarded([&] { post_credit(receive_credit.initial()); });
