@@ -14,9 +14,13 @@ namespace shared_job {
 
 namespace {
 
-// Trajectories taken from one channel per turn at most, so that a fast remote actor cannot hold
-// up the learner's sampling.
-constexpr int kMaxPerTurn = 4;
+// Trajectories taken per channel per turn at most (the set gives them in turn), so that fast remote
+// actors cannot hold up the learner's sampling.
+constexpr std::size_t kMaxPerTurn = 4;
+// Trajectories a remote actor may have sent that the learner has not taken: the trees of a killed
+// actor that arrived whole are taken before its channel reports the death, so a small window is
+// what lets the learner notice a death within a few turns of its loop.
+constexpr std::uint64_t kTreesInFlight = 8;
 
 const char* error_kind(const Error& error) {
   if (dynamic_cast<const ChannelClosed*>(&error) != nullptr) return "ChannelClosed";
@@ -41,7 +45,7 @@ double ms(std::chrono::steady_clock::duration d) { return std::chrono::duration<
 ChannelIntake::ChannelIntake(const Options& o)
     : options_(o),
       ids_(actor_ids(o)),
-      listener_(TreeListener::bind(o.listen, {.timeout = channel_timeout(o)})),
+      listener_(TreeListener::bind(o.listen, {.timeout = channel_timeout(o), .max_trees_in_flight = kTreesInFlight})),
       start_(Clock::now()) {
   write_address(address_path(o.name), listener_.address());
   std::printf("[learner] taking remote actors' channels on %s\n", listener_.address().c_str());
@@ -50,14 +54,19 @@ ChannelIntake::ChannelIntake(const Options& o)
 
 std::int64_t ChannelIntake::poll(ReplayBuffer& replay, const RowRules& rules) {
   accept();
+  weights_.offer_to(channels_);
   std::int64_t wrong = 0;
-  for (Source& source : sources_) {
-    if (!source.ended.empty()) continue;
+  for (std::size_t turn = 0, turns = kMaxPerTurn * channels_.size() + 1; turn < turns; ++turn) {
+    const std::optional<ChannelSet::Event> event = channels_.next();
+    if (!event) break;
+    if (event->tree) {
+      wrong += take(event->key, *event->tree, replay, rules);
+      continue;
+    }
     try {
-      weights_.offer_to(source.channel);
-      wrong += take(source, replay, rules);
+      std::rethrow_exception(event->ended);
     } catch (const Error& error) {
-      end(source, std::string(error_kind(error)) + ": " + error.what());
+      end(event->key, std::string(error_kind(error)) + ": " + error.what());
     }
   }
   return wrong;
@@ -65,26 +74,27 @@ std::int64_t ChannelIntake::poll(ReplayBuffer& replay, const RowRules& rules) {
 
 std::int64_t ChannelIntake::trajectories() const {
   std::int64_t total = 0;
-  for (const Source& source : sources_) total += source.trajectories;
+  for (const auto& [key, source] : sources_) total += source.trajectories;
   return total;
 }
 
 void ChannelIntake::accept() {
-  if (std::optional<TreeChannel> fresh = listener_.accept()) sources_.emplace_back(std::move(*fresh));
+  while (std::optional<TreeChannel> fresh = listener_.accept()) {
+    const std::string peer = fresh->peer();
+    sources_.emplace(channels_.add(std::move(*fresh)), Source{peer});
+  }
 }
 
-std::int64_t ChannelIntake::take(Source& source, ReplayBuffer& replay, const RowRules& rules) {
-  for (int i = 0; i < kMaxPerTurn; ++i) {
-    const std::optional<TensorTree> trajectory = source.channel.try_recv(std::chrono::milliseconds(0));
-    if (!trajectory) return 0;
-    std::int64_t wrong = 0;
-    if (const std::string problem = check(source, *trajectory, rules, wrong); !problem.empty()) {
-      end(source, problem);
-      return wrong;
-    }
-    replay.extend(*trajectory);
-    ++source.trajectories;
+std::int64_t ChannelIntake::take(ChannelSet::Key key, const TensorTree& trajectory, ReplayBuffer& replay,
+                                 const RowRules& rules) {
+  Source& source = sources_.at(key);
+  std::int64_t wrong = 0;
+  if (const std::string problem = check(source, trajectory, rules, wrong); !problem.empty()) {
+    end(key, problem);
+    return wrong;
   }
+  replay.extend(trajectory);
+  ++source.trajectories;
   return 0;
 }
 
@@ -106,14 +116,11 @@ std::string ChannelIntake::check(Source& source, const TensorTree& trajectory, c
                                " wrong elements";
 }
 
-void ChannelIntake::end(Source& source, const std::string& why) {
+void ChannelIntake::end(ChannelSet::Key key, const std::string& why) {
+  Source& source = sources_.at(key);
   source.ended = why;
   source.ended_at = Clock::now();
-  try {
-    source.channel.close();
-  } catch (const Error&) {
-    // A failed channel may refuse to flush: it is over either way.
-  }
+  if (channels_.contains(key)) channels_.remove(key).close();
   std::printf("[learner] %5.1f s  dropped the channel of remote actor %" PRId64 " (%s) after %" PRId64
               " trajectories: %s; carrying on\n",
               ms(source.ended_at - start_) / 1000, source.actor, source.peer.c_str(), source.trajectories,
@@ -123,7 +130,7 @@ void ChannelIntake::end(Source& source, const std::string& why) {
 
 bool ChannelIntake::report() const {
   std::printf("  %-26s %14" PRId64 "\n", "trajectories over channels", trajectories());
-  for (const Source& source : sources_) {
+  for (const auto& [key, source] : sources_) {
     const std::string label = "  remote actor " + std::to_string(source.actor);
     std::printf("  %-26s %14" PRId64 "  %s\n", label.c_str(), source.trajectories,
                 source.ended.empty() ? "open at the end" : ("ended: " + source.ended.substr(0, source.ended.find(':'))).c_str());
@@ -137,7 +144,7 @@ bool ChannelIntake::report() const {
 
 bool ChannelIntake::report_kill(std::int64_t actor, Clock::time_point killed_at) const {
   const std::chrono::milliseconds limit = channel_timeout(options_);
-  for (const Source& source : sources_) {
+  for (const auto& [key, source] : sources_) {
     if (source.actor != actor) continue;
     if (source.ended.empty()) {
       // Still open: a failure only once the timeout has passed since the kill.

@@ -1,18 +1,21 @@
-// The learner's side of the remote actors: a listener, the channels remote actors open at any time,
-// and what arrives on each. Every turn of the learner's loop it accepts a channel if one is
-// waiting, offers each channel the newest weight version (ChannelWeightPublisher: posted, so the
-// learner never waits for an actor), takes the trajectories that arrived (every element checked,
-// then extended into the same replay buffer the local actors fill), and drops a channel that
-// fails with a line naming its actor and why; the learner carries on with the others.
+// The learner's side of the remote actors: a listener, the channels remote actors open at any time
+// (one ChannelSet), and what arrives on each. Every turn of the learner's loop it accepts the
+// channels that are waiting, offers the set the newest weight version (ChannelWeightPublisher:
+// posted, so the learner never waits for an actor), takes the trajectories that arrived (in turn,
+// every element checked, then extended into the same replay buffer the local actors fill), and
+// drops a channel that fails with a line naming its actor and why; the learner carries on with the
+// others.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "job.hpp"
+#include "tensortree/channel_set.hpp"
 #include "tensortree/channel_weights.hpp"
 #include "tensortree/replay_buffer.hpp"
 #include "tensortree/tree_channel.hpp"
@@ -44,8 +47,6 @@ class ChannelIntake {
 
   // One remote actor's channel, as the learner saw it.
   struct Source {
-    explicit Source(tensortree::TreeChannel accepted) : channel(std::move(accepted)), peer(channel.peer()) {}
-    tensortree::TreeChannel channel;
     std::string peer;               // kept: a closed channel no longer names it
     std::int64_t actor = -1;        // from its first trajectory
     std::int64_t trajectories = 0;  // checked and extended
@@ -54,19 +55,22 @@ class ChannelIntake {
   };
 
   void accept();
-  // Returns the wrong elements found.
-  std::int64_t take(Source& source, tensortree::ReplayBuffer& replay, const RowRules& rules);
+  // Checks and extends a trajectory of the channel `key`; returns the wrong elements found.
+  std::int64_t take(tensortree::ChannelSet::Key key, const tensortree::TensorTree& trajectory,
+                    tensortree::ReplayBuffer& replay, const RowRules& rules);
   // "" when `trajectory` is the next one of `source`'s actor with every element as expected.
   std::string check(Source& source, const tensortree::TensorTree& trajectory, const RowRules& rules,
                     std::int64_t& wrong);
-  void end(Source& source, const std::string& why);
+  // Records why the channel `key` ended; closes it when it is still in the set.
+  void end(tensortree::ChannelSet::Key key, const std::string& why);
   bool report_kill(std::int64_t actor, Clock::time_point killed_at) const;
 
   Options options_;
   ActorIds ids_;
   tensortree::TreeListener listener_;
   tensortree::ChannelWeightPublisher weights_;
-  std::vector<Source> sources_;
+  tensortree::ChannelSet channels_;
+  std::map<tensortree::ChannelSet::Key, Source> sources_;  // every channel accepted, in order
   Clock::time_point start_;
 };
 

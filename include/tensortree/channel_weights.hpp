@@ -3,7 +3,7 @@
 //
 //   learner:  ChannelWeightPublisher weights;
 //             weights.publish(params);                        // version 1, 2, ... (one copy)
-//             for (TreeChannel& actor : channels) weights.offer_to(actor);  // each loop: cheap
+//             weights.offer_to(actors);  // each loop: a ChannelSet, or each TreeChannel
 //   actor:    if (auto newest = take_newest_weights(channel)) act(newest->params, newest->version);
 //
 // Each version is copied once into a consolidated host tree (its version a leaf beside the
@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 
+#include "tensortree/channel_set.hpp"
 #include "tensortree/export.hpp"
 #include "tensortree/tree.hpp"
 #include "tensortree/tree_channel.hpp"
@@ -47,6 +48,10 @@ class TT_API ChannelWeightPublisher {
   // sent before it (so a loop that offers, then receives, loses none); is_open() says so at once.
   // A version goes to an actor once it has taken the one before: it holds at most one unread.
   void offer_to(TreeChannel& channel) const;
+  // offer_to each channel of `channels`, when a version was published or a channel added since
+  // the last call for this set; otherwise returns at once (the set's turns and sweeps progress what
+  // its channels send): a learner may call it every turn whatever the number of actors.
+  void offer_to(ChannelSet& channels) const;
 
  private:
   struct State;

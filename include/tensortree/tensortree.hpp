@@ -29,4 +29,5 @@
 #include "tensortree/weights.hpp"
 #include "tensortree/policy_version.hpp"
 #include "tensortree/tree_channel.hpp"
+#include "tensortree/channel_set.hpp"
 #include "tensortree/channel_weights.hpp"

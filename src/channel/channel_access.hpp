@@ -14,6 +14,9 @@ struct ChannelAccess {
   // sends, and posts a keepalive when it has sent nothing for a third of its timeout: the peer
   // receives only what this side offers, and must not take it for silent.
   static void offer(TreeChannel& channel, std::shared_ptr<const WireTree> tree);
+  // What the channel is inside (a ChannelSet serves its channels through it).
+  static TreeChannel::State& state(TreeChannel& channel) { return *channel.state_; }
+  static bool valid(const TreeChannel& channel) { return channel.state_ != nullptr; }
 };
 
 }  // namespace tensortree::detail

@@ -42,6 +42,7 @@ struct TreeChannel::State {
   using Clock = detail::Clock;
 
   ChannelOptions options;
+  std::shared_ptr<link::Node> node;  // the listener's, for a channel it accepted (a ChannelSet waits on it)
   std::unique_ptr<link::Link> link;
   ChannelStats stats;
   std::string closed_why;    // set by close(): the channel's calls then throw it (ChannelClosed)

@@ -46,7 +46,15 @@ ChannelWeights weights_of(const TensorTree& message, const std::string& peer) {
 }  // namespace
 
 struct ChannelWeightPublisher::State {
+  // Which set was offered which version last, when it had had how many channels added.
+  struct Offered {
+    const ChannelSet* set = nullptr;
+    std::uint64_t added = 0;
+    std::uint64_t version = 0;
+    bool operator==(const Offered&) const = default;
+  };
   std::uint64_t version = 0;
+  Offered offered;
   std::shared_ptr<const detail::WireTree> current;
   detail::BufferPool buffers;  // a version's buffer is reused once no channel holds it
 };
@@ -75,6 +83,13 @@ std::uint64_t ChannelWeightPublisher::version() const { return state_->version; 
 
 void ChannelWeightPublisher::offer_to(TreeChannel& channel) const {
   detail::ChannelAccess::offer(channel, state_->current);
+}
+
+void ChannelWeightPublisher::offer_to(ChannelSet& channels) const {
+  const State::Offered now{&channels, channels.added(), state_->version};
+  if (now == state_->offered) return;
+  channels.for_each([&](ChannelSet::Key, TreeChannel& channel) { offer_to(channel); });
+  state_->offered = now;
 }
 
 std::optional<ChannelWeights> take_newest_weights(TreeChannel& channel, std::chrono::milliseconds wait) {

@@ -183,6 +183,7 @@ std::optional<TreeChannel> TreeListener::accept(std::chrono::milliseconds wait) 
   auto channel = std::make_unique<TreeChannel::State>(state_->options);
   channel->link = state_->node->accept(channel->placement(), Clock::now() + wait);
   if (!channel->link) return std::nullopt;
+  channel->node = state_->node;
   channel->open();
   return TreeChannel(std::move(channel));
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tensortree/error.hpp"
 #include "tensortree/storage.hpp"
 
 namespace tensortree::link {
@@ -59,6 +60,8 @@ class Link {
   // Ends the link with `error` (what its calls throw from now on) and closes its endpoint at once.
   virtual void fail(std::exception_ptr error) = 0;
   virtual bool failed() const = 0;
+  // Whether receive() would return or throw at once: a message has arrived whole, or the link failed.
+  virtual bool readable() const = 0;
   // "host:port" of the other end.
   virtual const std::string& peer() const = 0;
 };
@@ -74,6 +77,13 @@ class Node {
                                         Clock::time_point deadline) = 0;
   // The next connection a peer made to this listening node; null when `deadline` passes first.
   virtual std::unique_ptr<Link> accept(Placement placement, Clock::time_point deadline) = 0;
+  // The links this node accepted that became readable (a message arrived, or the link failed)
+  // since they were last listed, each once, oldest first, appended to `ready`: one wait for all of
+  // a listener's links, at a cost that grows with what arrived, not with how many links there are.
+  // Waits until `deadline` when none is; a node that cannot tell throws NotSupported.
+  virtual void take_ready(std::vector<Link*>& /*ready*/, Clock::time_point /*deadline*/) {
+    throw NotSupported("a connecting node has no readiness wait: its links are served one by one");
+  }
 };
 
 }  // namespace tensortree::link

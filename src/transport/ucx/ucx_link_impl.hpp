@@ -41,6 +41,7 @@ class LinkImpl final : public Link {
 
   void fail(std::exception_ptr error) override { fail_now(std::move(error)); }
   bool failed() const override { return failure_ != nullptr; }
+  bool readable() const override { return !arrivals_.empty() || failed(); }
   const std::string& peer() const override { return peer_; }
 
   // ---- from the node's callbacks (inside progress: record only) ----------------------------------

@@ -122,6 +122,7 @@ class DealerLink final : public link::Link {
     if (!failure_) failure_ = std::move(error);
   }
   bool failed() const override { return failure_ != nullptr; }
+  bool readable() const override { return !arrivals_.empty() || failed(); }
   const std::string& peer() const override { return peer_; }
 
  private:

@@ -30,7 +30,7 @@ namespace {
 using link::Clock;
 
 // One peer of the ROUTER, as the node and its link both see it.
-struct Peer {
+struct Peer : std::enable_shared_from_this<Peer> {
   std::string id;      // ZeroMQ's routing id
   std::string name;    // "10.0.0.2 (connection 7)": its address, for errors
   int descriptor = -1;  // the connection's, for the monitor's disconnect events
@@ -39,6 +39,8 @@ struct Peer {
   std::exception_ptr failure;
   bool accepted = false;
   bool connected = true;  // until the monitor says its connection closed
+  link::Link* link = nullptr;  // its link while one exists
+  bool listed_ready = false;   // in the node's ready list
 };
 
 class ListeningNode;
@@ -46,7 +48,9 @@ class ListeningNode;
 class RouterLink final : public link::Link {
  public:
   RouterLink(std::shared_ptr<ListeningNode> node, std::shared_ptr<Peer> peer)
-      : node_(std::move(node)), peer_(std::move(peer)) {}
+      : node_(std::move(node)), peer_(std::move(peer)) {
+    peer_->link = this;
+  }
   ~RouterLink() override;
 
   void send(std::span<const std::byte> header, const std::byte* data, std::size_t length,
@@ -57,6 +61,7 @@ class RouterLink final : public link::Link {
   std::optional<link::Arrival> receive(Clock::time_point deadline) override;
   void fail(std::exception_ptr error) override;
   bool failed() const override { return peer_->failure != nullptr; }
+  bool readable() const override { return !peer_->arrivals.empty() || failed(); }
   const std::string& peer() const override { return peer_->name; }
 
  private:
@@ -131,6 +136,15 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
     }
   }
 
+  void take_ready(std::vector<link::Link*>& ready, Clock::time_point deadline) override {
+    if (ready_.empty()) progress(deadline);
+    for (const std::shared_ptr<Peer>& peer : ready_) {
+      peer->listed_ready = false;
+      if (peer->link != nullptr) ready.push_back(peer->link);
+    }
+    ready_.clear();
+  }
+
   // Reads what arrived (and connection events), waiting until `until` for something; false when
   // nothing came.
   bool progress(Clock::time_point until) {
@@ -194,6 +208,7 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
   void fail_peer(Peer& peer, std::exception_ptr error) {
     if (peer.failure) return;
     peer.failure = std::move(error);
+    list_ready(peer);
     if (!peer.accepted || !peer.connected) return;
     try {
       (void)try_send(peer, zmq::buffer(kFarewell), nullptr);
@@ -225,6 +240,7 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
         greet(id, parts);
       } else if (!peer->failure && peer->accepted) {
         peer->arrivals.push_back(place(parts, peer->placement, peer->name));
+        list_ready(*peer);
       }
     } catch (...) {
       if (peer) fail_peer(*peer, std::current_exception());
@@ -252,6 +268,13 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
     peers_[peer->id] = peer;
     if (descriptor >= 0) by_descriptor_[descriptor] = peer->id;
     greeted_.push_back(std::move(peer));
+  }
+
+  // An accepted peer's link has something to read: take_ready lists it (once until then).
+  void list_ready(Peer& peer) {
+    if (!peer.accepted || peer.listed_ready) return;
+    peer.listed_ready = true;
+    ready_.push_back(peer.shared_from_this());
   }
 
   void take_events() {
@@ -327,12 +350,16 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
   std::map<int, std::string> by_descriptor_;
   std::deque<std::shared_ptr<Peer>> greeted_;  // waiting for accept()
   std::vector<std::shared_ptr<Peer>> lost_;     // connections closed, links not yet failed
+  std::vector<std::shared_ptr<Peer>> ready_;    // accepted peers with something to read, oldest first
   static constexpr auto kRereadAfter = std::chrono::microseconds(20);
   Clock::time_point last_read_{};
   RefusalCounts refusals_;
 };
 
-RouterLink::~RouterLink() { node_->forget(*peer_); }
+RouterLink::~RouterLink() {
+  peer_->link = nullptr;
+  node_->forget(*peer_);
+}
 
 void RouterLink::fail(std::exception_ptr error) { node_->fail_peer(*peer_, std::move(error)); }
 
