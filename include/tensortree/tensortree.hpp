@@ -31,3 +31,4 @@
 #include "tensortree/tree_channel.hpp"
 #include "tensortree/channel_set.hpp"
 #include "tensortree/channel_weights.hpp"
+#include "tensortree/reconnecting_channel.hpp"

@@ -1,7 +1,9 @@
 // What the channel layer does with a TreeChannel beyond its public calls.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <string>
 
 #include "channel/wire_tree.hpp"
 #include "tensortree/tree_channel.hpp"
@@ -9,6 +11,9 @@
 namespace tensortree::detail {
 
 struct ChannelAccess {
+  // TreeChannel::connect, waiting for the listener's welcome until `deadline` rather than the timeout.
+  static TreeChannel connect(const std::string& address, const ChannelOptions& options,
+                             std::chrono::steady_clock::time_point deadline);
   // TreeChannel::post of a tree packed already and shared with other channels, unless it is the one
   // this channel posted last or holds to post (null: none). Then progresses what the channel
   // sends, and posts a keepalive when it has sent nothing for a third of its timeout: the peer

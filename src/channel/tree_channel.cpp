@@ -71,9 +71,14 @@ TreeChannel& TreeChannel::operator=(TreeChannel&&) noexcept = default;
 TreeChannel::~TreeChannel() = default;
 
 TreeChannel TreeChannel::connect(const std::string& address, const ChannelOptions& options) {
-  auto state = std::make_unique<State>(options);
+  return detail::ChannelAccess::connect(address, options, Clock::now() + options.timeout);
+}
+
+TreeChannel detail::ChannelAccess::connect(const std::string& address, const ChannelOptions& options,
+                                           Clock::time_point deadline) {
+  auto state = std::make_unique<TreeChannel::State>(options);
   const std::shared_ptr<link::Node> node = zeromq::connecting_node(node_options(options));
-  state->link = node->connect(address, state->placement(), Clock::now() + options.timeout);
+  state->link = node->connect(address, state->placement(), deadline);
   state->open();
   return TreeChannel(std::move(state));
 }
