@@ -110,10 +110,20 @@ std::string ChannelIntake::check(Source& source, const TensorTree& trajectory, c
       ++wrong;
       return "its first trajectory names actor " + std::to_string(source.actor) + ", not a remote actor's id";
     }
+    // An actor's first channel starts with its trajectory 0. One that outlived a killed learner goes
+    // on from the oldest trajectory it kept for the new learner; on one channel, none is missing.
+    source.first = trajectory.get("trajectory").data<std::int64_t>()[0];
+    if (source.first < 0 || (!options_.resume && source.first != 0)) {
+      ++wrong;
+      return "its first trajectory is number " + std::to_string(source.first);
+    }
+    std::printf("[learner] %5.1f s  remote actor %" PRId64 " (%s) connected, from its trajectory %" PRId64 "\n",
+                ms(Clock::now() - start_) / 1000, source.actor, source.peer.c_str(), source.first);
+    std::fflush(stdout);
   }
-  wrong = wrong_trajectory_identity(trajectory, source.actor, source.trajectories) + wrong_row_elements(trajectory, rules);
-  return wrong == 0 ? "" : "trajectory " + std::to_string(source.trajectories) + " has " + std::to_string(wrong) +
-                               " wrong elements";
+  const std::int64_t number = source.first + source.trajectories;
+  wrong = wrong_trajectory_identity(trajectory, source.actor, number) + wrong_row_elements(trajectory, rules);
+  return wrong == 0 ? "" : "trajectory " + std::to_string(number) + " has " + std::to_string(wrong) + " wrong elements";
 }
 
 void ChannelIntake::end(ChannelSet::Key key, const std::string& why) {

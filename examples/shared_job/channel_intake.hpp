@@ -49,6 +49,7 @@ class ChannelIntake {
   struct Source {
     std::string peer;               // kept: a closed channel no longer names it
     std::int64_t actor = -1;        // from its first trajectory
+    std::int64_t first = 0;         // the number of its first trajectory
     std::int64_t trajectories = 0;  // checked and extended
     std::string ended;              // "" while open, else what ended it
     Clock::time_point ended_at{};

@@ -55,6 +55,7 @@ std::vector<std::string> run_flags(const Options& o) {
                                  "--launcher-pid",  std::to_string(o.launcher_pid)};
   if (o.corrupt) flags.emplace_back("--corrupt");
   if (o.kill_actor) flags.emplace_back("--kill-actor");  // the children need it for actor_ids()
+  if (o.kill_learner) flags.emplace_back("--kill-learner");
   return flags;
 }
 

@@ -16,6 +16,9 @@ struct Options {
   int remote_actors = 0;        // actors "on another node": in a network namespace, over tree channels
   bool kill_actor = false;      // the launcher SIGKILLs an actor halfway and starts a replacement
                                 // (a remote one when there are remote actors)
+  bool kill_learner = false;    // the launcher SIGKILLs the learner a third of the way and starts
+                                // another, which resumes the buffer and the weights (an actor is then
+                                // killed at two thirds under kill_actor)
   bool corrupt = false;         // testing the checks: actor 0 writes one wrong element per trajectory
   // The buffer and the rows.
   std::int64_t capacity = 1 << 15;  // rows in the ring
@@ -35,6 +38,7 @@ struct Options {
   int launcher_pid = 0;    // an actor stops when its parent is no longer this process
   int actor_id = 0;        // actor: its id (a replacement gets a new one)
   std::string listen;      // learner: "ip:0" to take remote actors' channels on; "" when there are none
+  bool resume = false;     // learner: reopen the buffer and the weight publication a killed learner left
   std::string address;     // remote actor: the learner's listener, "host:port"
 };
 

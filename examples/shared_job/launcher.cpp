@@ -99,8 +99,10 @@ class Run {
   bool run();
 
  private:
-  std::vector<std::string> command(std::vector<std::string> role) const;
+  std::vector<std::string> command(std::vector<std::string> role, const Options& run) const;
+  std::vector<std::string> command(std::vector<std::string> role) const { return command(std::move(role), o_); }
   void start_learner();
+  void restart_learner(double at);
   void start_actor(int id);
   void start_remote_actor(int id);
   bool wait_for_address();
@@ -119,11 +121,12 @@ class Run {
   Child learner_;
   std::vector<Child> actors_;        // local and remote, the killed one included
   std::string kill_report_;
+  std::string learner_report_;
 };
 
-std::vector<std::string> Run::command(std::vector<std::string> role) const {
+std::vector<std::string> Run::command(std::vector<std::string> role, const Options& run) const {
   std::vector<std::string> line{exe_.string()};
-  const std::vector<std::string> flags = run_flags(o_);
+  const std::vector<std::string> flags = run_flags(run);
   line.insert(line.end(), flags.begin(), flags.end());
   line.insert(line.end(), role.begin(), role.end());
   return line;
@@ -141,6 +144,24 @@ void Run::start_learner() {
   }
   if (site_) role.insert(role.end(), {"--listen", site_->listen});
   learner_ = {"learner", spawn(command(role), site_ ? site_->learner_env : std::vector<std::string>{})};
+}
+
+// SIGKILLs the learner and starts another in its place, for the rest of the run: it reopens the
+// replay buffer and the weight publication (the actors keep theirs) and listens at the address the
+// remote actors know, where they connect again.
+void Run::restart_learner(double at) {
+  kill_now(learner_);
+  Options rest = o_;
+  rest.seconds = std::max(o_.seconds - at, 1.0);
+  std::vector<std::string> role{"--role", "learner", "--resume"};
+  if (site_) role.insert(role.end(), {"--listen", address_});
+  learner_ = {"learner (resumed)", spawn(command(role, rest), site_ ? site_->learner_env : std::vector<std::string>{})};
+  char line[160];
+  std::snprintf(line, sizeof line, "[launcher] killed the learner (SIGKILL) at %.1f s and started another (pid %d) "
+                "that resumes the buffer and the weights", at, learner_.pid);
+  learner_report_ = line;
+  std::printf("%s\n", learner_report_.c_str());
+  std::fflush(stdout);
 }
 
 void Run::start_actor(int id) {
@@ -204,14 +225,22 @@ bool Run::run() {
   return finish() && killed_as_asked;
 }
 
-// Until the learner is done: halfway through, one actor is killed and replaced. False when the
+// Until the learner is done: halfway through, the learner (--kill-learner) or an actor is killed
+// and replaced; with both, the actor at three quarters, under the resumed learner. False when the
 // learner ended before that could happen.
 bool Run::supervise() {
   const Clock::time_point start = Clock::now();
-  const Clock::time_point kill_at = after(start, o_.seconds / 2);
+  const Clock::time_point learner_kill_at = after(start, o_.seconds / 2);
+  const Clock::time_point kill_at = after(start, o_.seconds * (o_.kill_learner ? 0.75 : 0.5));
   const Clock::time_point learner_deadline = after(start, o_.seconds + 60);
+  bool learner_kill_pending = o_.kill_learner;
   bool kill_pending = o_.kill_actor && victim_index() < actors_.size();  // remote ones may not have started
-  while (!poll(learner_)) {
+  for (;;) {
+    if (poll(learner_)) break;
+    if (learner_kill_pending && Clock::now() >= learner_kill_at) {
+      restart_learner(std::chrono::duration<double>(Clock::now() - start).count());
+      learner_kill_pending = false;
+    }
     if (kill_pending && Clock::now() >= kill_at) {
       kill_and_replace(std::chrono::duration<double>(Clock::now() - start).count());
       kill_pending = false;
@@ -224,7 +253,8 @@ bool Run::supervise() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (kill_pending) std::fprintf(stderr, "[launcher] the learner ended before an actor could be killed\n");
-  return !kill_pending;
+  if (learner_kill_pending) std::fprintf(stderr, "[launcher] the learner ended before it could be killed\n");
+  return !kill_pending && !learner_kill_pending;
 }
 
 // Tells the actors to stop, waits for them, and reports.
@@ -243,6 +273,7 @@ bool Run::finish() {
       ok = false;
     }
   }
+  if (!learner_report_.empty()) std::printf("%s; it carried on\n", learner_report_.c_str());
   if (!kill_report_.empty()) std::printf("%s; the learner carried on\n", kill_report_.c_str());
   std::printf("[launcher] learner: %s; actors: %d finished cleanly%s; %s\n", describe(learner_).c_str(), finished,
               kill_report_.empty() ? "" : " (one more killed and replaced)", ok ? "every check passed" : "FAILED");

@@ -71,8 +71,16 @@ void print_table(double t, std::uint64_t inserted, std::uint64_t version, const 
 }  // namespace
 
 int run_learner(const Options& o) {
-  ReplayBuffer replay = ReplayBuffer::create(replay_path(o.name), {.capacity = o.capacity});
-  WeightPublisher publisher(policy_name(o.name), {.replace = true});
+  // A resumed learner takes over what the killed one left: the rows in the buffer, and the
+  // publication with its newest version (the actors keep their subscriptions).
+  ReplayBuffer replay = o.resume ? ReplayBuffer::open(replay_path(o.name))
+                                 : ReplayBuffer::create(replay_path(o.name), {.capacity = o.capacity});
+  WeightPublisher publisher(policy_name(o.name), {.replace = !o.resume});
+  if (o.resume) {
+    std::printf("[learner] resumed: %" PRIu64 " rows inserted so far, weights at version %" PRIu64 "\n",
+                replay.inserted(), publisher.version());
+    std::fflush(stdout);
+  }
   std::optional<ChannelIntake> intake;
   if (!o.listen.empty()) intake.emplace(o);
   const TensorTree params = make_params(o.params);
@@ -81,7 +89,7 @@ int run_learner(const Options& o) {
     publisher.publish(params);
     if (intake) intake->publish(params, publisher.version());
   };
-  publish(1);
+  publish(static_cast<std::int64_t>(publisher.version()) + 1);
 
   const ActorIds ids = actor_ids(o);
   RowRules rules{o.steps, ids.end, 1, o.params};

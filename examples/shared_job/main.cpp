@@ -37,6 +37,10 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_flag("--kill-actor", o.kill_actor,
                "SIGKILL an actor (a remote one when there are some) halfway through the run and start a "
                "replacement; the run must still pass");
+  app.add_flag("--kill-learner", o.kill_learner,
+               "SIGKILL the learner a third of the way through the run and start a new one, which reopens the "
+               "replay buffer and the weight publication and carries on from the newest version; remote actors "
+               "keep acting and reconnect; the run must still pass");
   app.add_flag("--corrupt", o.corrupt,
                "testing the checks: one actor (the first remote one, if any) writes one wrong observation "
                "element in every trajectory, and the run must fail");
@@ -62,6 +66,7 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--actor-id", o.actor_id)->group("");
   app.add_option("--listen", o.listen)->group("");
   app.add_option("--address", o.address)->group("");
+  app.add_flag("--resume", o.resume)->group("");
 }
 
 }  // namespace
@@ -71,6 +76,10 @@ int main(int argc, char** argv) {
   Options o;
   add_flags(app, o);
   CLI11_PARSE(app, argc, argv);
+  if (!o.python_learner.empty() && o.kill_learner) {
+    std::fprintf(stderr, "shared_job: --kill-learner restarts the C++ learner (no --python-learner)\n");
+    return 2;
+  }
   if (!o.python_learner.empty() && o.remote_actors > 0) {
     std::fprintf(stderr, "shared_job: --python-learner takes local actors only (no --remote-actors)\n");
     return 2;

@@ -3,8 +3,10 @@
 // that arrived on the channel (every element checked), acts as a local actor does (acting.hpp) and
 // sends the trajectory over the channel, where the learner checks it and extends it into the
 // replay buffer.
-// It stops when the launcher's stop file appears or the launcher is gone; a channel that fails
-// because the learner finished is a clean end, one that fails otherwise is this actor's failure.
+// Its channel outlives the learner (ReconnectingChannel): when the learner dies, the actor goes on
+// acting with the last weights it took, keeps its newest trajectories, and sends them to the
+// learner that comes back at the same address. It stops when the launcher's stop file appears or
+// the launcher is gone.
 #include <cinttypes>
 #include <cstdio>
 #include <chrono>
@@ -16,8 +18,7 @@
 #include "acting.hpp"
 #include "job.hpp"
 #include "tensortree/channel_weights.hpp"
-#include "tensortree/error.hpp"
-#include "tensortree/tree_channel.hpp"
+#include "tensortree/reconnecting_channel.hpp"
 #include "values.hpp"
 
 using namespace tensortree;
@@ -28,14 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The learner's channels end when it finishes, a moment before the launcher creates the stop
-// file: a failed channel is the end of the run when the file follows within a few seconds.
-bool run_ended(const Options& o) {
-  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(5);
-  while (run_goes_on(o) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  return !run_goes_on(o);
-}
-
 // The weights this actor acts with: the newest version that arrived, every element checked. The
 // first version comes before the first trajectory: a channel is offered the current version as
 // soon as the learner sees it.
@@ -45,9 +38,9 @@ struct HeldWeights {
 
   // Takes a newer version if one arrived; waits (briefly) only while none is held. False when none
   // is held yet.
-  bool refresh(const Options& o, TreeChannel& channel) {
+  bool refresh(const Options& o, ReconnectingChannel& learner) {
     const auto wait = std::chrono::milliseconds(version > 0 ? 0 : 100);
-    std::optional<ChannelWeights> newest = take_newest_weights(channel, wait);
+    std::optional<ChannelWeights> newest = learner.take_newest_weights(wait);
     if (!newest) return version > 0;
     const auto arrived = static_cast<std::int64_t>(newest->version);
     check_weights(o, newest->params, arrived);
@@ -60,22 +53,22 @@ struct HeldWeights {
 }  // namespace
 
 int run_remote_actor(const Options& o) {
-  TreeChannel channel = TreeChannel::connect(o.address, {.timeout = channel_timeout(o)});
+  // Kept trajectories: about what the actor makes in the time a learner takes to restart.
+  ReconnectingChannel learner(o.address, {.channel = {.timeout = channel_timeout(o)}, .max_kept_trees = 256});
   HeldWeights weights;
   TensorTree trajectory = make_trajectory(o.steps, o.obs_dim);
-  std::int64_t sent = 0;
-  try {
-    while (run_goes_on(o)) {
-      if (!weights.refresh(o, channel)) continue;  // the first version is on its way
-      act(o, trajectory, sent, weights.params, weights.version);
-      channel.send(trajectory);
-      ++sent;
-    }
-    channel.close();
-  } catch (const Error&) {
-    if (!run_ended(o)) throw;
+  std::int64_t acted = 0;
+  while (run_goes_on(o)) {
+    if (!weights.refresh(o, learner)) continue;  // the first version is on its way
+    act(o, trajectory, acted, weights.params, weights.version);
+    learner.send(trajectory);
+    ++acted;
   }
-  std::printf("[remote actor %d] sent %" PRId64 " trajectories over %s\n", o.actor_id, sent, o.address.c_str());
+  const ReconnectStats stats = learner.stats();
+  std::printf("[remote actor %d] acted %" PRId64 " trajectories: %" PRIu64 " sent over %s on %" PRIu64
+              " connections, %" PRIu64 " dropped while no learner listened, %" PRIu64 " kept at the end\n",
+              o.actor_id, acted, stats.trees_sent, o.address.c_str(), stats.connections, stats.trees_dropped,
+              stats.trees_kept);
   std::fflush(stdout);
   return 0;
 }
