@@ -1,8 +1,8 @@
 // The ZeroMQ engine under the channels (transport/zeromq), below the public API: messages both ways
 // with every byte checked, the credential matrix (none, a wrong key, another job's key, a replayed
 // handshake), and hostile bytes at the listening port (17 bytes, random 64 KiB, 10 MiB of zeros,
-// half-open connections): the node survives each, refuses before any message reaches it, its
-// descriptors come back and its CPU is idle once the sender is gone.
+// 1000 half-open connections, a byte a second): the node survives each, refuses before any message
+// reaches it, its descriptors come back and its CPU is idle once the sender is gone.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -110,7 +111,11 @@ int raw_connection(int port) {
   to.sin_family = AF_INET;
   to.sin_port = htons(static_cast<std::uint16_t>(port));
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  timeval limit{.tv_sec = 3, .tv_usec = 0};  // a listener that stops accepting fails the test, not hangs it
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+  const int connected = ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  INFO("connect: " << std::strerror(errno) << " (descriptor " << fd << ")");
+  REQUIRE(connected == 0);
   return fd;
 }
 void send_raw(int port, const std::vector<unsigned char>& bytes) {
@@ -122,6 +127,30 @@ void send_raw(int port, const std::vector<unsigned char>& bytes) {
     sent += static_cast<std::size_t>(n);
   }
   ::close(fd);
+}
+
+// Whether the other end has closed `fd`, reading what it sent (ZeroMQ's greeting) until then, and
+// waiting at most `wait` for it.
+bool closed_by_peer(int fd, std::chrono::milliseconds wait) {
+  const Clock::time_point until = Clock::now() + wait;
+  std::array<char, 256> discard{};
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now()).count();
+    if (left <= 0) return false;
+    timeval limit{.tv_sec = left / 1000000, .tv_usec = static_cast<suseconds_t>(left % 1000000)};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+    const ssize_t n = ::recv(fd, discard.data(), discard.size(), 0);
+    if (n == 0) return true;
+    if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+  }
+}
+
+// Room for this many more descriptors than the soft limit may allow (the hard limit permitting).
+void allow_descriptors(rlim_t count) {
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < count) limit.rlim_cur = std::min(count, limit.rlim_max);
+  ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
 // Messages both ways over an accepted pair, every byte checked.
@@ -246,11 +275,28 @@ TEST_CASE("hostile bytes at the listening port: the node survives, stays idle an
     send_raw(port, garbage);
     CHECK(listener->accept(any_placement(), Clock::now() + 20ms) == nullptr);
   }
-  // Half-open connections: connected, silent, closed by the handshake's timeout.
+  // Half-open connections: connected, silent, closed by the handshake's timeout (1 s here).
+  constexpr int kHalfOpen = 1000;
+  allow_descriptors(4 * kHalfOpen);
   std::vector<int> silent;
-  for (int i = 0; i < 200; ++i) silent.push_back(raw_connection(port));
+  for (int i = 0; i < kHalfOpen; ++i) silent.push_back(raw_connection(port));
   CHECK(listener->accept(any_placement(), Clock::now() + 1500ms) == nullptr);
+  int closed = 0;
+  for (const int fd : silent) closed += closed_by_peer(fd, 2000ms) ? 1 : 0;
+  CHECK(closed == kHalfOpen);
   for (const int fd : silent) ::close(fd);
+  // A byte a second: a handshake that trickles in is cut off by the same timeout.
+  const int trickle = raw_connection(port);
+  const Clock::time_point trickle_start = Clock::now();
+  bool cut_off = false;
+  while (!cut_off && Clock::now() - trickle_start < 5s) {
+    const unsigned char byte = 0xFF;
+    cut_off = ::send(trickle, &byte, 1, MSG_NOSIGNAL) != 1 || closed_by_peer(trickle, 1000ms);
+    CHECK(listener->accept(any_placement(), Clock::now()) == nullptr);
+  }
+  CHECK(cut_off);
+  CHECK(Clock::now() - trickle_start < 3s);
+  ::close(trickle);
   // Idle once the senders are gone: the node's threads use (almost) no CPU.
   std::this_thread::sleep_for(300ms);
   const double before = cpu_seconds();

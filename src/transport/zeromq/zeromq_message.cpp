@@ -24,6 +24,9 @@ void release_hold(void*, void* hint) {
 
 }  // namespace
 
+// The kernel caps it at net.core.somaxconn (4096 on Linux 5.4 and later).
+constexpr int kListenBacklog = 4096;
+
 void configure(zmq::socket_t& socket, const NodeOptions& options, bool server) {
   socket.set(zmq::sockopt::linger, 0);
   socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options.max_message_bytes));
@@ -41,6 +44,10 @@ void configure(zmq::socket_t& socket, const NodeOptions& options, bool server) {
   socket.set(zmq::sockopt::tcp_keepalive_idle, keepalive_s);
   socket.set(zmq::sockopt::tcp_keepalive_intvl, keepalive_s);
   socket.set(zmq::sockopt::tcp_keepalive_cnt, 3);
+  // Connections the kernel holds for the listener before ZeroMQ's thread accepts them: with
+  // ZeroMQ's 100, a thousand actors (or half-open strangers) arriving at once overflow it, and
+  // every connect beyond waits for the kernel's SYN retransmit (1 s, then 3 s, ...).
+  if (server) socket.set(zmq::sockopt::backlog, kListenBacklog);
   if (!options.credential) return;
   const ChannelCredential& key = *options.credential;
   if (server) {
