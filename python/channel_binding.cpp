@@ -9,6 +9,7 @@
 
 #include "conversions.hpp"
 #include "tensortree/channel_credential.hpp"
+#include "tensortree/channel_set.hpp"
 #include "tensortree/channel_weights.hpp"
 #include "tensortree/tree_channel.hpp"
 #include "tree_binding.hpp"
@@ -142,7 +143,11 @@ void bind_channel_weights(py::module_& module) {
            },
            py::arg("params"), py::arg("version") = py::none())
       .def_property_readonly("version", &ChannelWeightPublisher::version)
-      .def("offer_to", &ChannelWeightPublisher::offer_to, py::arg("channel"), py::call_guard<py::gil_scoped_release>());
+      .def("offer_to", py::overload_cast<TreeChannel&>(&ChannelWeightPublisher::offer_to, py::const_),
+           py::arg("channel"), py::call_guard<py::gil_scoped_release>())
+      .def("offer_to", py::overload_cast<ChannelSet&>(&ChannelWeightPublisher::offer_to, py::const_),
+           py::arg("channels"), py::call_guard<py::gil_scoped_release>(),
+           "Offers every channel of a ChannelSet the current version, when a version or a channel is new.");
   module.def("take_newest_weights",
              [](TreeChannel& channel, double wait) -> std::optional<std::pair<std::uint64_t, TensorTree>> {
                const auto bound = milliseconds_from(wait, "take_newest_weights wait");

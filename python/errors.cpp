@@ -27,6 +27,32 @@ py::exception<CppError>& error_class(py::module_& module, const char* name, std:
 
 }  // namespace
 
+py::object error_object(std::exception_ptr error) {
+  const py::module_ module = py::module_::import("tensortree");
+  const auto make = [&](const char* name, const std::exception& e) { return module.attr(name)(e.what()); };
+  try {
+    std::rethrow_exception(std::move(error));
+  } catch (const ChannelClosed& e) {
+    return make("ChannelClosed", e);
+  } catch (const PeerLost& e) {
+    return make("PeerLost", e);
+  } catch (const Timeout& e) {
+    return make("Timeout", e);
+  } catch (const CorruptData& e) {
+    return make("CorruptData", e);
+  } catch (const SchemaMismatch& e) {
+    return make("SchemaMismatch", e);
+  } catch (const InvalidArgument& e) {
+    return make("InvalidArgument", e);
+  } catch (const NotSupported& e) {
+    return make("NotSupported", e);
+  } catch (const BackendError& e) {
+    return make("BackendError", e);
+  } catch (const Error& e) {
+    return make("Error", e);
+  }
+}
+
 void bind_errors(py::module_& module) {
   const py::handle error = error_class<Error>(module, "Error", {PyExc_Exception}, "Every error tensortree raises.");
   error_class<InvalidArgument>(module, "InvalidArgument", {error, PyExc_ValueError},

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 
 #include "channel_binding.hpp"
+#include "channel_set_binding.hpp"
 #include "errors.hpp"
 #include "replay_binding.hpp"
 #include "tensor_binding.hpp"
@@ -19,4 +20,5 @@ PYBIND11_MODULE(tensortree, module) {
   tensortree::python::bind_replay(module);
   tensortree::python::bind_weights(module);
   tensortree::python::bind_channels(module);
+  tensortree::python::bind_channel_set(module);
 }

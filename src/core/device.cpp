@@ -50,8 +50,8 @@ Device resolve_device(Device device) {
 
 std::string build_features() {
   auto yes_no = [](bool on) { return on ? "yes" : "no"; };
-  return std::string("cuda=") + yes_no(TT_HAVE_CUDA) + " nccl=" + yes_no(TT_HAVE_NCCL) +
-         " mpi=" + yes_no(TT_HAVE_MPI) + " ucx=" + yes_no(TT_HAVE_UCX) + " zeromq=" + yes_no(TT_HAVE_ZEROMQ);
+  return fmt::format("cuda={} nccl={} mpi={} ucx={} zeromq={}", yes_no(TT_HAVE_CUDA), yes_no(TT_HAVE_NCCL),
+                     yes_no(TT_HAVE_MPI), yes_no(TT_HAVE_UCX), yes_no(TT_HAVE_ZEROMQ));
 }
 
 }  // namespace tensortree

@@ -90,3 +90,56 @@ def test_a_sender_waits_for_the_learners_credit_and_a_close_ends_the_channel_in_
     assert sent == list(range(10))
     with pytest.raises(tensortree.ChannelClosed):
         learner.recv()
+
+
+def test_a_channel_set_serves_actors_in_turn_and_reports_each_end():
+    key = tensortree.ChannelCredential.generate()
+    listener = tensortree.TreeListener.bind("127.0.0.1:0", timeout=5.0, credential=key)
+    actors = [threading.Thread(target=lambda: send_three(listener.address, key)) for _ in range(3)]
+    for thread in actors:
+        thread.start()
+    channels = tensortree.ChannelSet()
+    keys = [channels.accept(listener, 10.0) for _ in actors]
+    assert None not in keys and len(channels) == 3
+    steps = {key: [] for key in keys}
+    ended = {}
+    while len(ended) < 3:
+        event = channels.next(5.0)
+        assert event is not None
+        if event.tree is not None:
+            steps[event.key].append(int(event.tree.to_dict()["obs"][0, 0]))
+        else:
+            ended[event.key] = event.ended
+    for thread in actors:
+        thread.join()
+    assert all(found == [0, 1, 2] for found in steps.values())
+    assert all(isinstance(error, tensortree.ChannelClosed) for error in ended.values())
+    assert len(channels) == 0
+
+
+def send_three(address, key):
+    channel = tensortree.TreeChannel.connect(address, timeout=5.0, credential=key)
+    for step in range(3):
+        channel.send({"obs": obs(step)})
+    channel.close()
+
+
+def test_a_reconnecting_channel_keeps_trees_until_a_learner_listens():
+    key = tensortree.ChannelCredential.generate()
+    address = tensortree.TreeListener.bind("127.0.0.1:0", credential=key).address  # then nothing listens there
+    actor = tensortree.ReconnectingChannel(address, credential=key, max_kept_trees=2, first_retry=0.01)
+    assert not actor.connected
+    for step in range(3):
+        actor.send({"obs": obs(step)})
+    assert actor.stats.trees_kept == 2 and actor.stats.trees_dropped == 1
+    assert actor.take_newest_weights(0.01) is None
+    listener = tensortree.TreeListener.bind(address, timeout=5.0, credential=key)
+    accepted = []
+    thread = threading.Thread(target=lambda: accepted.append(listener.accept(10.0)))
+    thread.start()
+    while not actor.progress():
+        pass
+    thread.join()
+    learner = accepted[0]
+    assert [int(learner.recv().to_dict()["obs"][0, 0]) for _ in range(2)] == [1, 2]
+    assert actor.stats.connections == 1 and actor.stats.trees_kept == 0
