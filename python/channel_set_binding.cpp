@@ -25,6 +25,17 @@ struct PyChannelEvent {
   py::object ended = py::none();
 };
 
+// `call(channel, tree)` on the set's channel `key`, for a tree given as a TensorTree or a dict, with
+// the GIL released while the channel works.
+template <class Call>
+auto on_channel(Call call) {
+  return [call](ChannelSet& set, ChannelSet::Key key, const py::handle& source) {
+    const TensorTree tree = tree_from_python(source, py::none());
+    py::gil_scoped_release unlocked;
+    call(set.channel(key), tree);
+  };
+}
+
 void bind_set(py::module_& module) {
   py::class_<PyChannelEvent>(module, "ChannelEvent",
                              "A tree from the channel `key`, or its end: `ended` is the error (ChannelClosed after "
@@ -59,19 +70,9 @@ void bind_set(py::module_& module) {
              return result;
            },
            py::arg("wait") = 0.0, "The next tree or channel end, waiting at most `wait` seconds; None when none came.")
-      .def("send",
-           [](ChannelSet& set, ChannelSet::Key key, const py::handle& source) {
-             const TensorTree tree = tree_from_python(source, py::none());
-             py::gil_scoped_release unlocked;
-             set.channel(key).send(tree);
-           },
+      .def("send", on_channel([](TreeChannel& channel, const TensorTree& tree) { channel.send(tree); }),
            py::arg("key"), py::arg("tree"))
-      .def("post",
-           [](ChannelSet& set, ChannelSet::Key key, const py::handle& source) {
-             const TensorTree tree = tree_from_python(source, py::none());
-             py::gil_scoped_release unlocked;
-             set.channel(key).post(tree);
-           },
+      .def("post", on_channel([](TreeChannel& channel, const TensorTree& tree) { channel.post(tree); }),
            py::arg("key"), py::arg("tree"))
       .def("peer", [](ChannelSet& set, ChannelSet::Key key) { return set.channel(key).peer(); }, py::arg("key"))
       .def("remove", &ChannelSet::remove, py::arg("key"), "Takes the channel out of the set and gives it back.")
