@@ -1,8 +1,8 @@
 // ChannelSet: the listener's node lists the links that became readable; the set turns those into a
-// ring of channel keys, serves the front one a tree's worth (its TreeChannel::State, as try_recv(0)
-// would) and puts it at the back while it has more. The slower duties of a receiver (credit for a
-// caller that stopped taking, keepalives, a peer's silence) go in a sweep of every channel a
-// twentieth of the timeout apart, instead of in every turn.
+// ring of channel keys, serves the front one a tree's worth (its try_recv(0)) and puts it at the
+// back while it has more. The slower duties of a receiver (credit for a caller that stopped taking,
+// keepalives, a peer's silence) go in a sweep of every channel a twentieth of the timeout apart,
+// instead of in every turn.
 #include "tensortree/channel_set.hpp"
 
 #include <algorithm>
@@ -102,11 +102,7 @@ struct ChannelSet::State {
     Entry& entry = entries[slot];
     TreeChannel::State& channel = ChannelAccess::state(entry.channel);
     try {
-      std::optional<TensorTree> tree = channel.guarded([&]() -> std::optional<TensorTree> {
-        std::optional<detail::ArrivedTree> arrived = channel.next_tree(Clock::now());
-        if (!arrived) return std::nullopt;
-        return channel.tree_of(std::move(*arrived));
-      });
+      std::optional<TensorTree> tree = entry.channel.try_recv(std::chrono::milliseconds(0));
       if (has_more(channel)) queue(entry);
       if (!tree) return std::nullopt;
       return Event{entry.key, std::move(tree), nullptr};
