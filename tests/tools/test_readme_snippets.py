@@ -11,7 +11,9 @@ that prefix, as a build set up with those options would.
 
 A fragment (no main) is compiled as the body of a function whose parameters are the names README
 snippets use without declaring them (`traj`, `params`, `dir`...), in a block of its own so that a
-fragment may declare them again. Its #include lines go to the top of the file.
+fragment may declare them again. Every fragment is one function of a single file, so the library's
+headers are parsed once; their #include lines go to its top, and #line directives make the
+compiler's messages name README.md's lines.
 
 Usage: test_readme_snippets.py README [--install-from BUILD] COMPILER... -- FLAGS...
        (FLAGS: include paths, the library)
@@ -134,29 +136,36 @@ def run_install_steps(readme, build_dir, scratch):
     return None
 
 
-def program(code, index):
-    """A translation unit for one snippet."""
-    if re.search(r"\bint main\s*\(", code):
-        return code
-    includes = [line for line in code.splitlines() if line.lstrip().startswith("#include")]
-    body = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("#include"))
-    return (PRELUDE + "\n".join(includes) +
-            f"\n\n[[maybe_unused]] void readme_snippet_{index}(\n{FREE_NAMES}) {{\n  {{\n{body}\n  }}\n}}\n"
-            "\nint main() { return 0; }\n")
+def has_main(code):
+    return re.search(r"\bint main\s*\(", code) is not None
 
 
-def check(readme_line, code, index, compiler, flags, scratch):
-    source = scratch / f"snippet_{index}.cpp"
-    binary = scratch / f"snippet_{index}"
-    source.write_text(program(code, index))
+def fragments_program(fragments):
+    """One translation unit for every fragment: the headers are parsed once, not once a snippet."""
+    includes, bodies = [], []
+    for index, (readme_line, code) in enumerate(fragments):
+        lines = code.splitlines()
+        includes += [line for line in lines if line.lstrip().startswith("#include")]
+        # #line makes the compiler's messages name the README's own lines.
+        body = "\n".join("" if line.lstrip().startswith("#include") else line for line in lines)
+        bodies.append(f"[[maybe_unused]] void readme_snippet_{index}(\n{FREE_NAMES}) {{\n  {{\n"
+                      f'#line {readme_line} "README.md"\n{body}\n  }}\n}}\n')
+    return PRELUDE + "\n".join(dict.fromkeys(includes)) + "\n\n" + "\n".join(bodies) + "\nint main() { return 0; }\n"
+
+
+def check(what, source_text, run, name, compiler, flags, scratch):
+    """Compiles (and, when `run`, runs) one program; an error message naming `what`, or None."""
+    source = scratch / f"{name}.cpp"
+    binary = scratch / name
+    source.write_text(source_text)
     built = subprocess.run([*compiler, "-std=c++20", "-o", str(binary), str(source), *flags],
                            capture_output=True, text=True)
     if built.returncode != 0:
-        return f"README.md:{readme_line}: the snippet does not compile:\n{built.stderr[-3000:]}"
-    if re.search(r"\bint main\s*\(", code):
+        return f"{what} does not compile:\n{built.stderr[-3000:]}"
+    if run:
         ran = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)
         if ran.returncode != 0:
-            return f"README.md:{readme_line}: the snippet ran and exited {ran.returncode}:\n{ran.stderr[-2000:]}"
+            return f"{what} ran and exited {ran.returncode}:\n{ran.stderr[-2000:]}"
     return None
 
 
@@ -173,8 +182,16 @@ def main():
         print("README.md has no C++ snippet: nothing checked", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as scratch, concurrent.futures.ThreadPoolExecutor(2) as pool:
-        futures = [pool.submit(check, line, code, i, compiler, flags, pathlib.Path(scratch))
-                   for i, (line, code) in enumerate(found)]
+        complete = [(line, code) for line, code in found if has_main(code)]
+        fragments = [(line, code) for line, code in found if not has_main(code)]
+        futures = [pool.submit(check, f"README.md:{line}: the snippet", code, True, f"snippet_{i}",
+                               compiler, flags, pathlib.Path(scratch))
+                   for i, (line, code) in enumerate(complete)]
+        if fragments:
+            lines = ", ".join(str(line) for line, _ in fragments)
+            futures.append(pool.submit(check, f"README.md: the file of its fragments (lines {lines})",
+                                       fragments_program(fragments), False, "fragments", compiler, flags,
+                                       pathlib.Path(scratch)))
         if install_from is not None:
             install_dir = pathlib.Path(scratch) / "install"
             install_dir.mkdir()
