@@ -64,15 +64,15 @@ double element(int rank, int index, std::int64_t i) { return 1e6 * (rank + 1) + 
 
 Tensor message_values(int rank, int index, std::int64_t length) {
   Tensor out = Tensor::empty({length}, {DType::Float64});
-  for (std::int64_t i = 0; i < length; ++i) out.data<double>()[i] = element(rank, index, i);
+  double* values = out.data<double>();
+  for (std::int64_t i = 0; i < length; ++i) values[i] = element(rank, index, i);
   return out;
 }
 
 std::string message_mismatch(const Tensor& got, int rank, int index) {
+  const double* values = got.data<double>();
   for (std::int64_t i = 0; i < got.numel(); ++i) {
-    if (got.data<double>()[i] != element(rank, index, i)) {
-      return "element " + std::to_string(i) + " is " + std::to_string(got.data<double>()[i]);
-    }
+    if (values[i] != element(rank, index, i)) return "element " + std::to_string(i) + " is " + std::to_string(values[i]);
   }
   return {};
 }
