@@ -60,13 +60,15 @@ add_cuda_to_path() {
 }
 
 # Sets up a build directory, or re-applies the options to an existing one (Meson prints its summary
-# either way). A directory left by an incompatible Meson is wiped and set up again.
+# either way). A directory left by an incompatible Meson is wiped and set up again. Options go to an
+# existing directory through `meson configure`: Meson 1.0's `setup --reconfigure` keeps a build's
+# old cpp_args.
 configure() {
   local dir=$1
   shift
   if [[ ! -f $dir/meson-private/coredata.dat ]]; then
     meson setup "$dir" "$@"
-  elif ! meson setup --reconfigure "$dir" "$@"; then
+  elif ! { meson configure "$dir" "$@" >/dev/null && meson setup --reconfigure "$dir"; }; then
     log "$dir: reconfiguring failed; wiping it and setting it up again"
     meson setup --wipe "$dir" "$@"
   fi
