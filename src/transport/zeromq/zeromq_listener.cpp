@@ -112,6 +112,11 @@ class ListeningNode final : public link::Node, public std::enable_shared_from_th
   }
   ~ListeningNode() override {
     router_.set(zmq::sockopt::linger, 0);
+    // The socket goes before its ZAP handler: a peer's reconnection that arrives while the learner
+    // goes away must find the socket closed (its connection ends), never a socket whose handler
+    // has gone (its handshake fails, and the actor reads that its credential was refused).
+    events_.reset();
+    router_.close();
     zap_.reset();
   }
 
