@@ -189,7 +189,9 @@ TEST_CASE("in a channel set, a killed actor ends with PeerLost and a hung one wi
   std::printf("channel set: SIGKILL noticed after %.1f ms, SIGSTOP after %.1f ms (timeout 1000 ms), longest turn "
               "%.2f ms\n", kill_noticed, hang_noticed, ms(longest));
   CHECK(kill_noticed < 1000);
-  CHECK(hang_noticed >= 1000);
+  // The channel counts silence from the last message it heard, which may come a fraction of a
+  // millisecond before the SIGSTOP (a run measured 999.9 ms): 1% of room below the timeout.
+  CHECK(hang_noticed >= 990);
   CHECK(hang_noticed < 1500);
   ::kill(pids[2], SIGKILL);
   ::kill(pids[3], SIGKILL);
